@@ -1,0 +1,48 @@
+"""django-watchdog: a durable, transactional job queue in your Django database.
+
+The names of SPEC §5 are importable from here. The verbs import the models lazily, so
+``import django_watchdog`` works before Django's app registry is ready.
+"""
+
+from .api import (
+    cancel,
+    enqueue,
+    fail_lane,
+    get_job,
+    latest_settled,
+    purge_queued,
+    queue_head,
+    settled_jobs,
+)
+from .domain.errors import InvalidInput, JobConflict, OutcomeUnknown, WatchdogError
+from .domain.values import (
+    CancelResult,
+    EnqueueResult,
+    LaneFailure,
+    QueueHead,
+    SettledRecord,
+)
+from .handlers import handler
+
+__all__ = [
+    "CancelResult",
+    "EnqueueResult",
+    "InvalidInput",
+    "JobConflict",
+    "LaneFailure",
+    "OutcomeUnknown",
+    "QueueHead",
+    "SettledRecord",
+    "WatchdogError",
+    "cancel",
+    "enqueue",
+    "fail_lane",
+    "get_job",
+    "handler",
+    "latest_settled",
+    "purge_queued",
+    "queue_head",
+    "settled_jobs",
+]
+
+__version__ = "0.1.0"

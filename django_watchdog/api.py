@@ -1,0 +1,149 @@
+"""The public verbs of SPEC §5: validate every argument, then call the store."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import router
+
+from .domain import validation
+from .domain.errors import InvalidInput
+from .domain.states import default_cancellation_id
+from .domain.values import CancelResult, EnqueueResult, LaneFailure, QueueHead, SettledRecord
+
+if TYPE_CHECKING:
+    from .models import Job
+
+MAX_FEED_LIMIT = 10_000
+
+
+def _alias(using: object) -> str:
+    from django.db import connections
+
+    from .models import Job
+
+    if using is None:
+        return router.db_for_write(Job)
+    if not isinstance(using, str) or using not in connections:
+        raise InvalidInput("using", f"{using!r} is not a configured database alias")
+    return using
+
+
+def enqueue(
+    job_id: str,
+    *,
+    queue: str,
+    lane: str = "default",
+    priority: int = 0,
+    payload: Any = None,
+    max_recoveries: int | None = None,
+    using: str | None = None,
+) -> EnqueueResult:
+    """Add a job, joining the caller's transaction; an identical repeat is a ``duplicate``.
+
+    Raises ``InvalidInput`` for a bad argument and ``JobConflict`` when ``job_id`` exists
+    with a different queue, lane, priority, payload or recovery policy.
+    """
+    from .models import Job
+    from .store.enqueue import NewJob
+
+    new = NewJob.parse(
+        job_id,
+        queue=queue,
+        lane=lane,
+        priority=priority,
+        payload=payload,
+        max_recoveries=max_recoveries,
+    )
+    return Job.objects.db_manager(_alias(using)).enqueue(new)
+
+
+def cancel(
+    job_id: str,
+    *,
+    cancellation_id: str | None = None,
+    only_if_queued: bool = False,
+    using: str | None = None,
+) -> CancelResult:
+    """Record an intent to cancel ``job_id``.
+
+    Returns ``recorded``, ``replayed`` (same intent again), ``conflict`` (another intent, or
+    ``only_if_queued`` and the job is not queued) or ``missing``.
+    """
+    from .models import Job
+
+    job_id = validation.identifier(job_id, "job_id")
+    if cancellation_id is None:
+        cancellation_id = default_cancellation_id(job_id)
+    else:
+        cancellation_id = validation.identifier(cancellation_id, "cancellation_id")
+    only_if_queued = validation.flag(only_if_queued, "only_if_queued")
+    return Job.objects.db_manager(_alias(using)).cancel(
+        job_id, cancellation_id, only_if_queued=only_if_queued
+    )
+
+
+def get_job(job_id: str, *, using: str | None = None) -> Job | None:
+    """The job named ``job_id``, or ``None``."""
+    from .models import Job
+
+    job_id = validation.identifier(job_id, "job_id")
+    return Job.objects.db_manager(_alias(using)).filter(job_id=job_id).first()
+
+
+def queue_head(queue: str, *, using: str | None = None) -> QueueHead:
+    """What ``queue`` shows now: ``idle``, its next ``queued`` job, or its ``running`` job."""
+    from .models import Job
+
+    queue = validation.identifier(queue, "queue")
+    return Job.objects.db_manager(_alias(using)).queue_head(queue)
+
+
+def latest_settled(queue: str, *, using: str | None = None) -> Job | None:
+    """The job of ``queue`` that settled last, or ``None``."""
+    from .models import Job
+
+    queue = validation.identifier(queue, "queue")
+    return Job.objects.db_manager(_alias(using)).latest_settled(queue)
+
+
+def settled_jobs(
+    after: str | None = None,
+    limit: int = 256,
+    *,
+    lane: str | None = None,
+    exclude_lane: str | None = None,
+    using: str | None = None,
+) -> list[SettledRecord]:
+    """Settled jobs after the cursor ``after``, never past the partition's first pending job.
+
+    Reading on from each last ``cursor`` yields every settled job exactly once.
+    """
+    from .models import Job
+
+    position = validation.cursor(after)
+    limit = validation.integer(limit, "limit", minimum=1, maximum=MAX_FEED_LIMIT)
+    if lane is not None and exclude_lane is not None:
+        raise InvalidInput("exclude_lane", "give lane or exclude_lane, not both")
+    lanes = (validation.lane(lane),) if lane is not None else ()
+    excluded = (validation.lane(exclude_lane, "exclude_lane"),) if exclude_lane is not None else ()
+    return Job.objects.db_manager(_alias(using)).settled_after(
+        position, limit, lanes=lanes, exclude_lanes=excluded
+    )
+
+
+def fail_lane(lane: str, reason: str, *, using: str | None = None) -> LaneFailure:
+    """Settle up to 256 pending jobs of ``lane`` ``failed``; ``.more`` if any remain."""
+    from .models import Job
+
+    lane = validation.lane(lane)
+    reason = validation.reason(reason)
+    return Job.objects.db_manager(_alias(using)).fail_lane(lane, reason)
+
+
+def purge_queued(queue: str, *, using: str | None = None) -> int:
+    """Delete ``queue``'s queued jobs; running and settled jobs stay. Return the count."""
+    from .models import Job
+
+    queue = validation.identifier(queue, "queue")
+    return Job.objects.db_manager(_alias(using)).purge_queued(queue)

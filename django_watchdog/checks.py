@@ -1,0 +1,98 @@
+"""System checks for the settings watchdog needs (ids ``django_watchdog.E00x``/``W00x``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from .conf import DEFAULTS
+
+POSITIVE_NUMBERS = ("POLL_INTERVAL", "HEARTBEAT_INTERVAL", "WORKER_TIMEOUT", "SHUTDOWN_GRACE")
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    configured = getattr(settings, "WATCHDOG", None)
+    if configured is None:
+        return []
+    if not isinstance(configured, dict):
+        return [checks.Error("WATCHDOG must be a dict.", id="django_watchdog.E001")]
+    errors: list[checks.CheckMessage] = []
+    for name in configured:
+        if name not in DEFAULTS:
+            errors.append(
+                checks.Error(
+                    f"WATCHDOG[{name!r}] is not a watchdog setting.",
+                    hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
+                    id="django_watchdog.E002",
+                )
+            )
+    for name in POSITIVE_NUMBERS:
+        value = configured.get(name, DEFAULTS[name])
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            errors.append(
+                checks.Error(
+                    f"WATCHDOG[{name!r}] must be a positive number.", id="django_watchdog.E003"
+                )
+            )
+    cap = configured.get("MAX_PAYLOAD_BYTES", DEFAULTS["MAX_PAYLOAD_BYTES"])
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
+        errors.append(
+            checks.Error(
+                "WATCHDOG['MAX_PAYLOAD_BYTES'] must be a positive int.", id="django_watchdog.E004"
+            )
+        )
+    heartbeat = configured.get("HEARTBEAT_INTERVAL", DEFAULTS["HEARTBEAT_INTERVAL"])
+    timeout = configured.get("WORKER_TIMEOUT", DEFAULTS["WORKER_TIMEOUT"])
+    if not errors and timeout < 2 * heartbeat:
+        errors.append(
+            checks.Error(
+                "WATCHDOG['WORKER_TIMEOUT'] must be at least twice HEARTBEAT_INTERVAL.",
+                hint="Otherwise a live but busy worker's jobs would be recovered under it.",
+                id="django_watchdog.E005",
+            )
+        )
+    return errors
+
+
+def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """SQLite needs write transactions that take the lock up front, and a busy timeout."""
+    warnings: list[checks.CheckMessage] = []
+    for alias, database in settings.DATABASES.items():
+        if "sqlite3" not in database.get("ENGINE", ""):
+            continue
+        options: dict[str, Any] = database.get("OPTIONS") or {}  # type: ignore[assignment]
+        if str(options.get("transaction_mode", "")).upper() != "IMMEDIATE":
+            warnings.append(
+                checks.Warning(
+                    f"DATABASES[{alias!r}] is SQLite without "
+                    "OPTIONS['transaction_mode'] = 'IMMEDIATE'.",
+                    hint="Concurrent writers then fail with 'database is locked'; "
+                    "see docs/how-to/sqlite.md.",
+                    id="django_watchdog.W001",
+                )
+            )
+        if not options.get("timeout"):
+            warnings.append(
+                checks.Warning(
+                    f"DATABASES[{alias!r}] is SQLite without OPTIONS['timeout'] (a busy timeout).",
+                    hint="Set it to e.g. 20 seconds so writers wait for each other.",
+                    id="django_watchdog.W002",
+                )
+            )
+        if "journal_mode=wal" not in str(options.get("init_command", "")).lower().replace(" ", ""):
+            warnings.append(
+                checks.Warning(
+                    f"DATABASES[{alias!r}] is SQLite without WAL mode.",
+                    hint="Add 'PRAGMA journal_mode=WAL;' to OPTIONS['init_command'] "
+                    "so readers never block the writer.",
+                    id="django_watchdog.W003",
+                )
+            )
+    return warnings
+
+
+def register() -> None:
+    checks.register(check_settings, "django_watchdog")
+    checks.register(check_sqlite, "django_watchdog")

@@ -1,0 +1,30 @@
+"""The one ``WATCHDOG`` settings dict, read lazily so ``override_settings`` reaches it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS: dict[str, Any] = {
+    # Largest payload accepted by enqueue(), in bytes of canonical JSON.
+    "MAX_PAYLOAD_BYTES": 1024 * 1024,
+    # Seconds an idle worker sleeps between polls (SQLite, or PostgreSQL's fallback).
+    "POLL_INTERVAL": 0.5,
+    # Seconds between a worker's heartbeats; also how often it re-reads cancellations.
+    "HEARTBEAT_INTERVAL": 2.0,
+    # Seconds without a heartbeat after which a worker's running jobs are recovered.
+    "WORKER_TIMEOUT": 30.0,
+    # Seconds running jobs get to finish after SIGTERM/SIGINT.
+    "SHUTDOWN_GRACE": 30.0,
+    # PostgreSQL LISTEN/NOTIFY channel that wakes idle workers.
+    "NOTIFY_CHANNEL": "django_watchdog",
+}
+
+
+def setting(name: str) -> Any:
+    """The value of ``WATCHDOG[name]``, or its default."""
+    configured = getattr(settings, "WATCHDOG", None) or {}
+    if name in configured:
+        return configured[name]
+    return DEFAULTS[name]

@@ -1,0 +1,1 @@
+"""Pure values and rules of django-watchdog: no Django import, no database."""

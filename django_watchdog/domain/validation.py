@@ -1,0 +1,139 @@
+"""Input grammar of every public entry; each check names the field it rejects."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import InvalidInput
+
+MAX_SAFE_INTEGER = 2**53 - 1
+IDENTIFIER_MAX = 256
+LANE_MAX = 64
+REASON_MAX = 200
+LANE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}")
+
+
+def identifier(value: object, field: str) -> str:
+    """A job id, queue name or cancellation id: a str of 1–256 characters."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
+    if not 1 <= len(value) <= IDENTIFIER_MAX:
+        raise InvalidInput(field, f"must be 1–{IDENTIFIER_MAX} characters, got {len(value)}")
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL characters")
+    return value
+
+
+def lane(value: object, field: str = "lane") -> str:
+    """A lane: 1–64 of letters, digits, ``_ - . :``, starting with a letter or digit."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
+    if LANE_PATTERN.fullmatch(value) is None:
+        raise InvalidInput(
+            field,
+            f"{value[:80]!r} is not a lane name (1–{LANE_MAX} letters, digits or _ - . :, "
+            "starting with a letter or digit)",
+        )
+    return value
+
+
+def lanes(values: Iterable[object] | None, field: str) -> tuple[str, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        raise InvalidInput(field, "must be a list of lane names, not a str")
+    return tuple(dict.fromkeys(lane(v, field) for v in values))
+
+
+def integer(value: object, field: str, *, minimum: int, maximum: int = MAX_SAFE_INTEGER) -> int:
+    """An int (never a bool) within ``minimum``…``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, f"must be an int, not {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise InvalidInput(field, f"must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def priority(value: object) -> int:
+    return integer(value, "priority", minimum=-MAX_SAFE_INTEGER)
+
+
+def max_recoveries(value: object) -> int | None:
+    if value is None:
+        return None
+    return integer(value, "max_recoveries", minimum=0)
+
+
+def flag(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(field, f"must be a bool, not {type(value).__name__}")
+    return value
+
+
+def reason(value: object, field: str = "reason") -> str:
+    """A failure reason: a str of 1–200 characters."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
+    if not 1 <= len(value) <= REASON_MAX:
+        raise InvalidInput(field, f"must be 1–{REASON_MAX} characters, got {len(value)}")
+    return value
+
+
+def _check_json(value: Any, field: str, path: str, depth: int) -> None:
+    if depth > 200:
+        raise InvalidInput(field, f"nested deeper than 200 levels at {path}")
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(field, f"{value!r} at {path} is not a JSON number")
+        return
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInput(field, f"string at {path} contains a NUL character")
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, field, f"{path}[{index}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(field, f"key {key!r} at {path} is not a str")
+            if "\x00" in key:
+                raise InvalidInput(field, f"key at {path} contains a NUL character")
+            _check_json(item, field, f"{path}.{key}", depth + 1)
+        return
+    raise InvalidInput(field, f"{type(value).__name__} at {path} is not a JSON value")
+
+
+def canonical_json(value: Any, field: str, *, max_bytes: int | None = None) -> str:
+    """The canonical JSON text of ``value``: what idempotency compares and the size cap counts."""
+    _check_json(value, field, "$", 0)
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as error:  # pragma: no cover - _check_json catches these first
+        raise InvalidInput(field, f"is not JSON: {error}") from error
+    if max_bytes is not None and len(text) > max_bytes:
+        raise InvalidInput(field, f"is {len(text)} bytes as JSON, over the {max_bytes}-byte cap")
+    return text
+
+
+def cursor(value: object) -> int:
+    """Decode an opaque settled-feed cursor (or ``None``: from the start)."""
+    if value is None:
+        return 0
+    if not isinstance(value, str):
+        raise InvalidInput("after", f"must be a cursor str or None, not {type(value).__name__}")
+    prefix, _, number = value.partition(":")
+    if prefix != "f1" or not number.isdigit() or len(number) > 19:
+        raise InvalidInput("after", f"{value[:40]!r} is not a settled-feed cursor")
+    return int(number)
+
+
+def encode_cursor(position: int) -> str:
+    return f"f1:{position}"

@@ -1,0 +1,264 @@
+"""The job, queue and worker rows, with every row rule as a named database constraint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+
+from .domain import validation
+from .domain.errors import WatchdogError
+from .domain.states import Outcome, State
+from .fields import StrictJSONField
+from .store.manager import JobManager
+
+QUEUED, RUNNING, SETTLED = State.QUEUED.value, State.RUNNING.value, State.SETTLED.value
+PENDING = (QUEUED, RUNNING)
+REASONED = (Outcome.FAILED.value, Outcome.INTERRUPTED.value)
+
+
+class Job(models.Model):
+    """One unit of work, named by its caller-chosen ``job_id``.
+
+    ``id`` is the enqueue order. ``ready`` marks the jobs a claim may take: the head of a
+    queue with nothing running, and queued jobs with a recorded cancellation. The store
+    keeps it true while holding the queue's row lock; the claim index covers only these rows.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.CharField(max_length=256, unique=True)
+    queue = models.CharField(max_length=256)
+    lane = models.CharField(max_length=64, default="default")
+    priority = models.BigIntegerField(default=0)
+    payload = StrictJSONField(null=True, blank=True)
+    max_recoveries = models.BigIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=[(s.value, s.value) for s in State])
+    outcome = models.CharField(
+        max_length=16, null=True, blank=True, choices=[(o.value, o.value) for o in Outcome]
+    )
+    failure_reason = models.CharField(max_length=200, null=True, blank=True)
+    recovery_count = models.BigIntegerField(default=0)
+    claim_token = models.CharField(max_length=64, null=True, blank=True)
+    claimed_by = models.CharField(max_length=64, null=True, blank=True)
+    cancellation_id = models.CharField(max_length=300, null=True, blank=True)
+    ready = models.BooleanField(default=False)
+    feed_position = models.BigIntegerField(null=True, blank=True)
+    result = StrictJSONField(null=True, blank=True)
+    traceback = models.TextField(null=True, blank=True)
+    enqueued_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobManager()
+
+    class Meta:
+        db_table = "watchdog_job"
+        ordering = ("id",)
+        constraints = (
+            models.CheckConstraint(
+                condition=Q(state__in=[s.value for s in State]), name="watchdog_job_state_known"
+            ),
+            models.CheckConstraint(
+                condition=Q(outcome__isnull=True) | Q(outcome__in=[o.value for o in Outcome]),
+                name="watchdog_job_outcome_known",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=QUEUED) | Q(outcome__isnull=True, claim_token__isnull=True),
+                name="watchdog_job_queued_unclaimed",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=RUNNING) | Q(outcome__isnull=True, claim_token__isnull=False),
+                name="watchdog_job_running_claimed",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=SETTLED) | Q(outcome__isnull=False),
+                name="watchdog_job_settled_has_outcome",
+            ),
+            models.CheckConstraint(
+                condition=(Q(outcome__in=REASONED) & Q(failure_reason__isnull=False))
+                | (~Q(outcome__in=REASONED) | Q(outcome__isnull=True))
+                & Q(failure_reason__isnull=True),
+                name="watchdog_job_reason_iff_failed",
+            ),
+            models.CheckConstraint(
+                condition=Q(failure_reason__isnull=True) | ~Q(failure_reason=""),
+                name="watchdog_job_reason_not_empty",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    priority__gte=-validation.MAX_SAFE_INTEGER,
+                    priority__lte=validation.MAX_SAFE_INTEGER,
+                ),
+                name="watchdog_job_priority_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_recoveries__isnull=True) | Q(max_recoveries__gte=0),
+                name="watchdog_job_max_recoveries_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(recovery_count__gte=0), name="watchdog_job_recovery_count_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=~Q(job_id="") & ~Q(queue="") & ~Q(lane=""),
+                name="watchdog_job_names_not_empty",
+            ),
+            models.CheckConstraint(
+                condition=Q(ready=False) | Q(state=QUEUED), name="watchdog_job_ready_is_queued"
+            ),
+            # SPEC §4.2 in the database: at most one running job per queue.
+            models.UniqueConstraint(
+                fields=("queue",),
+                condition=Q(state=RUNNING),
+                name="watchdog_job_one_running_per_queue",
+            ),
+        )
+        indexes = (
+            # Claim: the best ready job, all lanes or one lane.
+            models.Index(
+                fields=["-priority", "id"], condition=Q(ready=True), name="watchdog_job_claim"
+            ),
+            models.Index(
+                fields=["lane", "-priority", "id"],
+                condition=Q(ready=True),
+                name="watchdog_job_claim_lane",
+            ),
+            # Queue head: the best queued job of one queue.
+            models.Index(
+                fields=["queue", "-priority", "id"],
+                condition=Q(state=QUEUED),
+                name="watchdog_job_head",
+            ),
+            # Settled feed: positions of settled rows, and the first pending position.
+            models.Index(
+                fields=["feed_position"], condition=Q(state=SETTLED), name="watchdog_job_feed"
+            ),
+            models.Index(
+                fields=["lane", "feed_position"],
+                condition=Q(state=SETTLED),
+                name="watchdog_job_feed_lane",
+            ),
+            models.Index(
+                fields=["feed_position"],
+                condition=Q(state__in=PENDING),
+                name="watchdog_job_feed_pending",
+            ),
+            models.Index(
+                fields=["lane", "feed_position"],
+                condition=Q(state__in=PENDING),
+                name="watchdog_job_feed_lane_pending",
+            ),
+            models.Index(
+                fields=["id"],
+                condition=Q(feed_position__isnull=True),
+                name="watchdog_job_unpositioned",
+            ),
+            # fail_lane, recovery and the admin's per-queue views.
+            models.Index(
+                fields=["lane", "state", "id"],
+                condition=Q(state__in=PENDING),
+                name="watchdog_job_lane_pending",
+            ),
+            models.Index(
+                fields=["claimed_by"], condition=Q(state=RUNNING), name="watchdog_job_running"
+            ),
+            models.Index(
+                fields=["queue", "-settled_at", "-id"],
+                condition=Q(state=SETTLED),
+                name="watchdog_job_queue_settled",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return self.job_id
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any, **kwargs: Any) -> Job:
+        """Refuse a row that breaks the grammar no constraint can hold (edited by hand)."""
+        job = super().from_db(db, field_names, values, **kwargs)
+        problem = _row_problem(job.__dict__)
+        if problem is not None:
+            raise WatchdogError(
+                f"job row does not decode: {problem}",
+                kind="store_unavailable",
+                job_id=str(job.__dict__.get("job_id")),
+            )
+        return job
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to settlement, when both are known."""
+        if self.started_at is None or self.settled_at is None:
+            return None
+        return (self.settled_at - self.started_at).total_seconds()
+
+
+def _row_problem(loaded: dict[str, Any]) -> str | None:
+    checks: tuple[tuple[str, Any], ...] = (
+        ("job_id", lambda v: validation.identifier(v, "job_id")),
+        ("queue", lambda v: validation.identifier(v, "queue")),
+        ("lane", validation.lane),
+        ("priority", validation.priority),
+        ("max_recoveries", validation.max_recoveries),
+    )
+    for name, check in checks:
+        if name in loaded:
+            try:
+                check(loaded[name])
+            except WatchdogError as error:
+                return str(error)
+    return None
+
+
+class Queue(models.Model):
+    """One row per queue ever used: the lock every change to that queue takes first."""
+
+    name = models.CharField(max_length=256, primary_key=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "watchdog_queue"
+        ordering = ("name",)
+        constraints = (
+            models.CheckConstraint(condition=~Q(name=""), name="watchdog_queue_name_not_empty"),
+        )
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class FeedClock(models.Model):
+    """The single row whose lock serialises settled-feed positioning (see ``store.feed``)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    last_position = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "watchdog_feed_clock"
+        constraints = (
+            models.CheckConstraint(condition=Q(id=1), name="watchdog_feed_clock_single"),
+        )
+
+    def __str__(self) -> str:
+        return f"feed clock at {self.last_position}"
+
+
+class Worker(models.Model):
+    """A running ``watchdog_worker`` process; alive while its heartbeat is recent."""
+
+    worker_id = models.CharField(max_length=64, primary_key=True)
+    host = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    lanes = models.JSONField(default=list, blank=True)
+    exclude_lanes = models.JSONField(default=list, blank=True)
+    concurrency = models.PositiveIntegerField(default=1)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "watchdog_worker"
+        ordering = ("worker_id",)
+        indexes = (models.Index(fields=["heartbeat_at"], name="watchdog_worker_heartbeat"),)
+
+    def __str__(self) -> str:
+        return f"{self.worker_id} ({self.host}:{self.pid})"

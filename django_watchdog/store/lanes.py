@@ -1,0 +1,61 @@
+"""Bulk verbs: fail a whole lane (SPEC §4.9) and purge a queue's queued jobs (SPEC §4.10)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..domain.states import PENDING_STATES, Outcome, State
+from ..domain.values import LaneFailure
+from . import heads, vendor
+
+LANE_FAILURE_BATCH = 256
+
+
+def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
+    """Settle up to 256 pending jobs of ``lane`` ``failed`` (running first); say if more remain.
+
+    A running job loses its claim token, so its worker's later settle is a conflict.
+    """
+    from ..models import Job
+
+    jobs = Job.objects.using(using)
+    pending = jobs.filter(lane=lane, state__in=PENDING_STATES)
+    with transaction.atomic(using=using):
+        batch = list(
+            pending.order_by("-state", "id").values_list("pk", "queue")[:LANE_FAILURE_BATCH]
+        )
+        vendor.lock_queues(using, [queue for _, queue in batch])
+        settled = []
+        now = timezone.now()
+        for pk, queue in batch:
+            changed = pending.filter(pk=pk).update(
+                state=State.SETTLED,
+                outcome=Outcome.FAILED,
+                failure_reason=reason,
+                claim_token=None,
+                ready=False,
+                settled_at=now,
+            )
+            if not changed:
+                continue  # settled by its worker before we held the lock
+            head, wake = heads.refresh(using, queue)
+            if wake is not None and wake != lane:
+                vendor.notify(using, wake)
+            job = jobs.get(pk=pk)
+            heads.announce(queue, head, job)
+            settled.append(job)
+        more = pending.exists()
+    return LaneFailure(jobs=tuple(settled), more=more)
+
+
+def purge_queued(using: str, queue: str) -> int:
+    """Delete ``queue``'s queued jobs (never running or settled ones); return how many."""
+    from ..models import Job
+
+    with transaction.atomic(using=using):
+        vendor.lock_queue(using, queue)
+        deleted, _ = Job.objects.using(using).filter(queue=queue, state=State.QUEUED).delete()
+        if deleted:
+            heads.announce(queue, heads.read(using, queue))
+    return deleted

@@ -1,0 +1,113 @@
+"""``Job.objects``: the verbs of SPEC §4, each one atomic, on the manager's database."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import models, router
+
+from ..domain.values import (
+    CancelResult,
+    ClaimResult,
+    Decision,
+    EnqueueResult,
+    LaneFailure,
+    QueueHead,
+    ReconcileResult,
+    SettledRecord,
+    SettleResult,
+)
+from . import claims, feed, heads, intents, lanes
+from .enqueue import NewJob
+from .enqueue import enqueue as enqueue_job
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    """Read-only, composable filters."""
+
+    def pending(self) -> JobQuerySet:
+        return self.filter(state__in=("queued", "running"))
+
+    def settled(self) -> JobQuerySet:
+        return self.filter(state="settled")
+
+    def in_queue(self, queue: str) -> JobQuerySet:
+        return self.filter(queue=queue)
+
+    def in_lane(self, lane: str) -> JobQuerySet:
+        return self.filter(lane=lane)
+
+
+class JobManager(models.Manager["Job"]):
+    """The store's verbs. Inputs are already validated (see ``django_watchdog.api``)."""
+
+    def get_queryset(self) -> JobQuerySet:
+        return JobQuerySet(self.model, using=self._db)
+
+    @property
+    def database(self) -> str:
+        """The alias this manager's verbs write to."""
+        return self._db or router.db_for_write(self.model)
+
+    def enqueue(self, new: NewJob) -> EnqueueResult:
+        return enqueue_job(self.database, new)
+
+    def cancel(self, job_id: str, cancellation_id: str, *, only_if_queued: bool) -> CancelResult:
+        return intents.cancel(self.database, job_id, cancellation_id, only_if_queued=only_if_queued)
+
+    def claim(
+        self,
+        *,
+        lanes: Sequence[str] = (),
+        exclude_lanes: Sequence[str] = (),
+        worker_id: str | None = None,
+    ) -> ClaimResult:
+        return claims.claim(
+            self.database, lanes=lanes, exclude_lanes=exclude_lanes, worker_id=worker_id
+        )
+
+    def settle(self, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
+        return claims.settle(self.database, job_id, claim_token, decision)
+
+    def reconcile(self, job_id: str, claim_token: str) -> ReconcileResult:
+        return claims.reconcile(self.database, job_id, claim_token)
+
+    def recover(self, *, now: datetime, timeout: float) -> list[ReconcileResult]:
+        return claims.recover(self.database, now=now, timeout=timeout)
+
+    def fail_lane(self, lane: str, reason: str) -> LaneFailure:
+        return lanes.fail_lane(self.database, lane, reason)
+
+    def purge_queued(self, queue: str) -> int:
+        return lanes.purge_queued(self.database, queue)
+
+    def settled_after(
+        self,
+        after: int,
+        limit: int,
+        *,
+        lanes: Sequence[str] = (),
+        exclude_lanes: Sequence[str] = (),
+    ) -> list[SettledRecord]:
+        return feed.settled_after(
+            self.database, after, limit, lanes=lanes, exclude_lanes=exclude_lanes
+        )
+
+    def queue_head(self, queue: str) -> QueueHead:
+        return heads.read(self.database, queue)
+
+    def latest_settled(self, queue: str) -> Job | None:
+        return (
+            self.get_queryset()
+            .filter(queue=queue, state="settled")
+            .order_by("-settled_at", "-id")
+            .first()
+        )
+
+    def has_pending_work(self, **filters: Any) -> bool:
+        return self.get_queryset().pending().filter(**filters).exists()

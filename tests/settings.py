@@ -1,0 +1,83 @@
+"""Test settings: the database comes from WATCHDOG_TEST_DB (sqlite | postgres)."""
+
+import os
+import tempfile
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "tests-only-not-secret"  # noqa: S105
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_watchdog",
+    "tests.testapp",
+]
+
+ENGINE = os.environ.get("WATCHDOG_TEST_DB", "sqlite")
+SQLITE_DIR = Path(os.environ.get("WATCHDOG_SQLITE_DIR", tempfile.gettempdir()))
+DB_SUFFIX = os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "")
+
+if ENGINE == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": "watchdog" + DB_SUFFIX,
+            "USER": os.environ.get("PGUSER", "postgres"),
+            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+            "PORT": os.environ.get("PGPORT", "5432"),
+            "TEST": {"NAME": "test_watchdog" + DB_SUFFIX},
+        }
+    }
+elif ENGINE == "sqlite":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(SQLITE_DIR / f"watchdog{DB_SUFFIX}.sqlite3"),
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+            # A real file, so worker subprocesses and threads share it.
+            "TEST": {"NAME": str(SQLITE_DIR / f"test_watchdog{DB_SUFFIX}.sqlite3")},
+        }
+    }
+else:  # pragma: no cover
+    raise RuntimeError(f"WATCHDOG_TEST_DB must be sqlite or postgres, not {ENGINE!r}")
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+WATCHDOG = {"POLL_INTERVAL": 0.05, "HEARTBEAT_INTERVAL": 0.5, "WORKER_TIMEOUT": 3.0}
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_watchdog": {"handlers": ["console"], "level": "INFO"}},
+}
