@@ -52,6 +52,10 @@ elif ENGINE == "sqlite":
 else:  # pragma: no cover
     raise RuntimeError(f"WATCHDOG_TEST_DB must be sqlite or postgres, not {ENGINE!r}")
 
+# Worker subprocesses started by tests point at the test database through this variable.
+if os.environ.get("WATCHDOG_DB_NAME"):
+    DATABASES["default"]["NAME"] = os.environ["WATCHDOG_DB_NAME"]
+
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -74,6 +78,14 @@ TEMPLATES = [
     }
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# django.tasks on watchdog (tests/glue/test_tasks_*.py); lanes of their own, so tests that
+# register handlers for "default" do not clash with the task runner.
+TASKS = {
+    "default": {
+        "BACKEND": "django_watchdog.backend.WatchdogBackend",
+        "QUEUES": ["tasks", "tasks-bulk"],
+    }
+}
 WATCHDOG = {"POLL_INTERVAL": 0.05, "HEARTBEAT_INTERVAL": 0.5, "WORKER_TIMEOUT": 3.0}
 LOGGING = {
     "version": 1,

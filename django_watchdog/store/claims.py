@@ -228,16 +228,68 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
         return ReconcileResult(status="settled", job=_after_settle(using, queue, pk))
 
 
-def disappeared_claims(using: str, *, now: datetime, timeout: float) -> list[tuple[str, str]]:
-    """(job id, claim token) of running jobs whose worker has no recent heartbeat."""
+def release(using: str, job_id: str, claim_token: str) -> bool:
+    """Put a claimed job whose handler never started back in its place, uncounted.
+
+    For a worker that lost its connection while committing a claim: the claim may have
+    committed without the worker learning its token. Returns whether the job was released.
+    """
+    from ..models import Job
+
+    jobs = Job.objects.using(using)
+    with transaction.atomic(using=using):
+        queue = jobs.filter(job_id=job_id).values_list("queue", flat=True).first()
+        if queue is None:
+            return False
+        vendor.lock_queue(using, queue)
+        changed = jobs.filter(job_id=job_id, state=State.RUNNING, claim_token=claim_token).update(
+            state=State.QUEUED, claim_token=None, claimed_by=None, started_at=None
+        )
+        if changed:
+            head, wake = heads.refresh(using, queue)
+            if wake is not None:
+                vendor.notify(using, wake)
+            heads.announce(queue, head)
+    return bool(changed)
+
+
+def orphaned_claims(using: str, worker_id: str, known: Sequence[str]) -> list[tuple[str, str]]:
+    """(job id, claim token) of jobs running under ``worker_id`` that it does not know of."""
+    from ..models import Job
+
+    rows = (
+        Job.objects.using(using)
+        .filter(state=State.RUNNING, claimed_by=worker_id)
+        .exclude(job_id__in=list(known))
+        .values_list("job_id", "claim_token")
+    )
+    return [(job_id, token) for job_id, token in rows if token is not None]
+
+
+def disappeared_claims(
+    using: str,
+    *,
+    now: datetime,
+    timeout: float,
+    dead_workers: Sequence[str] = (),
+    alive: str | None = None,
+) -> list[tuple[str, str]]:
+    """(job id, claim token) of running jobs whose worker is dead or has no recent heartbeat.
+
+    ``alive`` names the asking worker: it knows it is alive even if its own heartbeat lagged.
+    """
     from datetime import timedelta
 
     from ..models import Job, Worker
 
     live = Worker.objects.using(using).filter(heartbeat_at__gte=now - timedelta(seconds=timeout))
+    if dead_workers:
+        live = live.exclude(worker_id__in=list(dead_workers))
     running = Job.objects.using(using).filter(state=State.RUNNING)
     # exclude() keeps rows whose claimed_by is NULL: a claim with no worker is never live.
     stale = running.exclude(claimed_by__in=live.values("worker_id")).order_by("id")
+    if alive is not None:
+        stale = stale.exclude(claimed_by=alive)
     return [
         (job_id, token)
         for job_id, token in stale.values_list("job_id", "claim_token")
@@ -245,10 +297,19 @@ def disappeared_claims(using: str, *, now: datetime, timeout: float) -> list[tup
     ]
 
 
-def recover(using: str, *, now: datetime, timeout: float) -> list[ReconcileResult]:
+def recover(
+    using: str,
+    *,
+    now: datetime,
+    timeout: float,
+    dead_workers: Sequence[str] = (),
+    alive: str | None = None,
+) -> list[ReconcileResult]:
     """Reconcile every disappeared claim; concurrent reapers each win a claim at most once."""
     results = []
-    for job_id, token in disappeared_claims(using, now=now, timeout=timeout):
+    for job_id, token in disappeared_claims(
+        using, now=now, timeout=timeout, dead_workers=dead_workers, alive=alive
+    ):
         result = reconcile(using, job_id, token)
         if result.status in ("requeued", "settled"):
             results.append(result)

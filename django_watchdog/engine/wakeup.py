@@ -1,0 +1,127 @@
+"""Wake-up: tell an idle worker that there may be work, sooner than its next poll.
+
+PostgreSQL: ``LISTEN`` on the notification channel; enqueue (and anything that makes a job
+ready) sends ``NOTIFY`` inside its transaction, so it arrives at commit. SQLite: a cheap
+``PRAGMA data_version`` poll notices any other connection's commit within milliseconds.
+Either way the worker still polls at ``POLL_INTERVAL`` as a fallback.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from django.db import DatabaseError, connections
+
+from ..conf import setting
+
+logger = logging.getLogger("django_watchdog.worker")
+
+SQLITE_CHECK_INTERVAL = 0.005
+LISTEN_RECONNECT_MAX = 5.0
+
+
+class Waker:
+    """Sets ``event`` whenever new work may be ready; runs in its own daemon thread."""
+
+    def __init__(self, using: str, event: threading.Event) -> None:
+        self.using = using
+        self.event = event
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="watchdog-waker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _run(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class SqliteWaker(Waker):
+    def _run(self) -> None:
+        last: int | None = None
+        try:
+            while not self._stopped.is_set():
+                try:
+                    with connections[self.using].cursor() as cursor:
+                        cursor.execute("PRAGMA data_version")
+                        version = int(cursor.fetchone()[0])
+                except DatabaseError as error:
+                    logger.warning("event=wake_unavailable error=%r", error)
+                    connections[self.using].close()
+                    self._stopped.wait(1.0)
+                    continue
+                if last is not None and version != last:
+                    self.event.set()
+                last = version
+                self._stopped.wait(SQLITE_CHECK_INTERVAL)
+        finally:
+            connections[self.using].close()
+
+
+class PostgresWaker(Waker):
+    def _run(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        channel = str(setting("NOTIFY_CHANNEL"))
+        backoff = 0.1
+        while not self._stopped.is_set():
+            try:
+                with psycopg.connect(**listen_params(self.using), autocommit=True) as listener:
+                    listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    # Anything sent while we were not listening is not replayed: look once.
+                    self.event.set()
+                    backoff = 0.1
+                    while not self._stopped.is_set():
+                        for _ in listener.notifies(timeout=0.5):
+                            self.event.set()
+            except psycopg.Error as error:
+                logger.warning("event=wake_unavailable error=%r retry_in=%.1fs", error, backoff)
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, LISTEN_RECONNECT_MAX)
+
+
+def listen_params(using: str) -> dict[str, Any]:
+    """psycopg connection arguments for the database behind ``using``."""
+    settings_dict = connections[using].settings_dict
+    params: dict[str, Any] = {"dbname": settings_dict["NAME"] or "postgres"}
+    for key, name in (
+        ("USER", "user"),
+        ("PASSWORD", "password"),
+        ("HOST", "host"),
+        ("PORT", "port"),
+    ):
+        if settings_dict.get(key):
+            params[name] = settings_dict[key]
+    options = settings_dict.get("OPTIONS") or {}
+    for key in (
+        "sslmode",
+        "sslrootcert",
+        "sslcert",
+        "sslkey",
+        "connect_timeout",
+        "service",
+        "passfile",
+        "options",
+        "application_name",
+    ):
+        if key in options:
+            params[key] = options[key]
+    return params
+
+
+def make_waker(using: str, event: threading.Event) -> Waker | None:
+    vendor = connections[using].vendor
+    if vendor == "postgresql":
+        return PostgresWaker(using, event)
+    if vendor == "sqlite":
+        return SqliteWaker(using, event)
+    return None

@@ -1,0 +1,181 @@
+"""``manage.py watchdog_worker``: parse arguments, build the engine, install signals, run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from ...domain import validation
+from ...domain.errors import InvalidInput
+from ...engine.worker import WatchdogWorker, WorkerOptions
+from ...handlers import registered
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a watchdog worker: claim ready jobs of the lanes it serves, run their handlers "
+        "(up to --concurrency at once) and settle them. Stops cleanly on SIGTERM/SIGINT: no new "
+        "claims, running jobs get the shutdown grace to finish; a second signal exits at once."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--lane",
+            action="append",
+            default=[],
+            metavar="LANE",
+            help="Serve only this lane (repeatable). Default: every lane with a handler.",
+        )
+        parser.add_argument(
+            "--exclude-lane",
+            action="append",
+            default=[],
+            metavar="LANE",
+            help="Never serve this lane (repeatable).",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=1,
+            metavar="N",
+            help="Jobs run at once in this process, one thread each (default 1).",
+        )
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="Exit 0 once no ready work remains (scripts, tests, benchmarks).",
+        )
+        parser.add_argument(
+            "--worker-id",
+            default=None,
+            metavar="ID",
+            help="Name of this worker in the Worker table (default host-pid-random).",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=_positive_float,
+            default=None,
+            metavar="SECONDS",
+            help="Longest idle wait between polls (default WATCHDOG['POLL_INTERVAL']).",
+        )
+        parser.add_argument(
+            "--shutdown-grace",
+            type=_positive_float,
+            default=None,
+            metavar="SECONDS",
+            help="Time running jobs get after SIGTERM (default WATCHDOG['SHUTDOWN_GRACE']).",
+        )
+        parser.add_argument(
+            "--database",
+            default=DEFAULT_DB_ALIAS,
+            help="Database alias holding the watchdog tables (default 'default').",
+        )
+        parser.add_argument(
+            "--log-level",
+            default="INFO",
+            choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+            help="Level of the django_watchdog loggers; DEBUG logs every claim and settle.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            lanes = validation.lanes(options["lane"], "--lane")
+            excluded = validation.lanes(options["exclude_lane"], "--exclude-lane")
+            concurrency = validation.integer(
+                options["concurrency"], "--concurrency", minimum=1, maximum=256
+            )
+            worker_id = options["worker_id"]
+            if worker_id is not None:
+                worker_id = validation.identifier(worker_id, "--worker-id")[:64]
+        except InvalidInput as error:
+            raise CommandError(str(error)) from error
+        using = options["database"]
+        if using not in connections:
+            raise CommandError(f"--database: {using!r} is not a configured database alias")
+        self._configure_logging(options["log_level"])
+
+        handlers = registered()
+        extra = {"worker_id": worker_id} if worker_id else {}
+        worker = WatchdogWorker(
+            WorkerOptions(
+                lanes=lanes,
+                exclude_lanes=excluded,
+                concurrency=concurrency,
+                burst=options["burst"],
+                poll_interval=options["poll_interval"],
+                shutdown_grace=options["shutdown_grace"],
+                **extra,
+            ),
+            handlers=handlers,
+            using=using,
+        )
+        if not worker.lanes:
+            raise CommandError(
+                "no handler serves the requested lanes; register one with "
+                "@django_watchdog.handler('lane') in <app>/jobs.py "
+                f"(registered: {', '.join(sorted(handlers)) or 'none'})"
+            )
+        self._banner(worker, using)
+        self._install_signals(worker)
+        code = worker.run()
+        sys.stdout.flush()
+        if worker.abandoned:
+            # Job threads that outlived the grace period would keep the process alive.
+            logging.shutdown()
+            os._exit(code)
+        if code:
+            raise SystemExit(code)
+
+    def _banner(self, worker: WatchdogWorker, using: str) -> None:
+        connection = connections[using]
+        excluded = worker.options.exclude_lanes
+        handlers = ", ".join(
+            f"{lane}={getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
+            for lane, fn in sorted(worker.handlers.items())
+        )
+        lines = [
+            f"watchdog worker {worker.worker_id} (pid {os.getpid()})",
+            f"  database:    {using} ({connection.vendor} {connection.settings_dict.get('NAME')})",
+            f"  lanes:       {', '.join(worker.lanes)}"
+            + (f" (excluding {', '.join(excluded)})" if excluded else ""),
+            f"  handlers:    {handlers}",
+            f"  concurrency: {worker.options.concurrency}"
+            + ("  (burst)" if worker.options.burst else ""),
+        ]
+        self.stdout.write("\n".join(lines))
+        self.stdout.flush()
+
+    def _install_signals(self, worker: WatchdogWorker) -> None:
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            if worker.stopping:
+                os.write(2, b"second signal: exiting at once\n")
+                os._exit(128 + signum)
+            os.write(2, f"{signal.Signals(signum).name}: finishing running jobs\n".encode())
+            worker.stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def _configure_logging(self, level: str) -> None:
+        logger = logging.getLogger("django_watchdog")
+        logger.setLevel(level)
+        if not logger.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(
+                logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
+            )
+            logger.addHandler(handler)

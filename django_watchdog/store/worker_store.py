@@ -1,0 +1,91 @@
+"""The store as the worker engine uses it: the verbs it needs, bound to one database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
+from . import claims, workers
+
+
+class WorkerStore:
+    """Bound to one database alias; every method is one short transaction or less."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def claim(
+        self, *, lanes: Sequence[str], exclude_lanes: Sequence[str], worker_id: str
+    ) -> ClaimResult:
+        return claims.claim(
+            self.using, lanes=lanes, exclude_lanes=exclude_lanes, worker_id=worker_id
+        )
+
+    def settle(self, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
+        return claims.settle(self.using, job_id, claim_token, decision)
+
+    def recover(
+        self,
+        *,
+        now: datetime,
+        timeout: float,
+        dead_workers: Sequence[str] = (),
+        alive: str | None = None,
+    ) -> list[ReconcileResult]:
+        return claims.recover(
+            self.using, now=now, timeout=timeout, dead_workers=dead_workers, alive=alive
+        )
+
+    def release_orphans(self, worker_id: str, known: Sequence[str]) -> list[str]:
+        """Release claims committed for ``worker_id`` that it never learnt of; their ids."""
+        released = []
+        for job_id, token in claims.orphaned_claims(self.using, worker_id, known):
+            if claims.release(self.using, job_id, token):
+                released.append(job_id)
+        return released
+
+    def workers_on_host(self, host: str) -> list[tuple[str, int]]:
+        return workers.on_host(self.using, host)
+
+    def register(
+        self,
+        worker_id: str,
+        *,
+        now: datetime,
+        lanes: Sequence[str],
+        exclude_lanes: Sequence[str],
+        concurrency: int,
+    ) -> None:
+        workers.register(
+            self.using,
+            worker_id,
+            now=now,
+            lanes=lanes,
+            exclude_lanes=exclude_lanes,
+            concurrency=concurrency,
+        )
+
+    def heartbeat(self, worker_id: str, *, now: datetime) -> bool:
+        return workers.heartbeat(self.using, worker_id, now=now)
+
+    def deregister(self, worker_id: str) -> None:
+        workers.deregister(self.using, worker_id)
+
+    def reap(self, *, now: datetime, timeout: float) -> int:
+        return workers.reap(self.using, now=now, timeout=timeout)
+
+    def cancellations(self, job_ids: Iterable[str]) -> set[str]:
+        return workers.cancellations(self.using, job_ids)
+
+    def lanes_without_handler(self, handled: Sequence[str]) -> list[str]:
+        return workers.lanes_without_handler(self.using, handled)
+
+    def release_connection(self) -> None:
+        """Close this thread's connection, e.g. after the server went away."""
+        from django.db import connections
+
+        try:
+            connections[self.using].close()
+        except Exception:  # noqa: BLE001, S110 - a broken connection may fail to close; it is gone
+            pass

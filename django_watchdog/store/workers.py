@@ -1,0 +1,110 @@
+"""Worker rows: registration, heartbeats, and what a worker re-reads about its running jobs."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from ..domain.states import State
+
+
+def register(
+    using: str,
+    worker_id: str,
+    *,
+    now: datetime,
+    lanes: Sequence[str],
+    exclude_lanes: Sequence[str],
+    concurrency: int,
+) -> None:
+    """Create or refresh this process's ``Worker`` row."""
+    from ..models import Worker
+
+    Worker.objects.using(using).update_or_create(
+        worker_id=worker_id,
+        defaults={
+            "host": socket.gethostname()[:255],
+            "pid": os.getpid(),
+            "lanes": list(lanes),
+            "exclude_lanes": list(exclude_lanes),
+            "concurrency": concurrency,
+            "heartbeat_at": now,
+        },
+        create_defaults={
+            "host": socket.gethostname()[:255],
+            "pid": os.getpid(),
+            "lanes": list(lanes),
+            "exclude_lanes": list(exclude_lanes),
+            "concurrency": concurrency,
+            "heartbeat_at": now,
+            "started_at": now,
+        },
+    )
+
+
+def heartbeat(using: str, worker_id: str, *, now: datetime) -> bool:
+    """Mark the worker alive; ``False`` if its row is gone (another worker reaped it)."""
+    from ..models import Worker
+
+    return bool(Worker.objects.using(using).filter(worker_id=worker_id).update(heartbeat_at=now))
+
+
+def deregister(using: str, worker_id: str) -> None:
+    from ..models import Worker
+
+    Worker.objects.using(using).filter(worker_id=worker_id).delete()
+
+
+def reap(using: str, *, now: datetime, timeout: float) -> int:
+    """Delete rows of workers silent for ten timeouts and running nothing; return how many."""
+    from ..models import Job, Worker
+
+    cutoff = now - timedelta(seconds=10 * timeout)
+    with transaction.atomic(using=using):
+        busy = Job.objects.using(using).filter(state=State.RUNNING).values("claimed_by")
+        deleted, _ = (
+            Worker.objects.using(using)
+            .filter(heartbeat_at__lt=cutoff)
+            .exclude(worker_id__in=busy)
+            .delete()
+        )
+    return deleted
+
+
+def cancellations(using: str, job_ids: Iterable[str]) -> set[str]:
+    """Which of ``job_ids`` have a recorded cancellation intent."""
+    from ..models import Job
+
+    ids = list(job_ids)
+    if not ids:
+        return set()
+    return set(
+        Job.objects.using(using)
+        .filter(job_id__in=ids, cancellation_id__isnull=False)
+        .values_list("job_id", flat=True)
+    )
+
+
+def lanes_without_handler(using: str, handled: Sequence[str]) -> list[str]:
+    """Lanes with queued jobs that no handler in ``handled`` serves."""
+    from ..models import Job
+
+    return sorted(
+        Job.objects.using(using)
+        .filter(state=State.QUEUED)
+        .exclude(lane__in=handled)
+        .order_by()
+        .values_list("lane", flat=True)
+        .distinct()
+    )
+
+
+def on_host(using: str, host: str) -> list[tuple[str, int]]:
+    """(worker id, pid) of the workers registered from ``host``."""
+    from ..models import Worker
+
+    return list(Worker.objects.using(using).filter(host=host).values_list("worker_id", "pid"))

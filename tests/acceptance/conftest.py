@@ -1,0 +1,109 @@
+"""Real worker subprocesses against the test database (SQLite file or PostgreSQL)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_until(predicate, timeout=30.0, interval=0.02, message="condition"):
+    """Poll ``predicate`` until it is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+class Runs:
+    """The run records the t-* handlers appended."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def lines(self):
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line]
+
+    def starts(self, job_id=None):
+        return [r for r in self.lines() if r["event"] == "start" and job_id in (None, r["job_id"])]
+
+    def ends(self, job_id=None):
+        return [r for r in self.lines() if r["event"] == "end" and job_id in (None, r["job_id"])]
+
+
+class WorkerProcess:
+    def __init__(self, popen: subprocess.Popen, log_path: Path):
+        self.popen = popen
+        self.log_path = log_path
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def output(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def signal(self, signum):
+        self.popen.send_signal(signum)
+
+    def wait(self, timeout=60):
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"worker did not exit; output:\n{self.output()}") from None
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return Runs(tmp_path / "runs.jsonl")
+
+
+@pytest.fixture
+def spawn_worker(tmp_path, runs):
+    """Start ``manage.py watchdog_worker`` with the given arguments against the test DB."""
+    started: list[WorkerProcess] = []
+
+    def spawn(*args: str, env: dict | None = None) -> WorkerProcess:
+        environment = os.environ.copy()
+        environment.update(
+            WATCHDOG_DB_NAME=str(connection.settings_dict["NAME"]),
+            WATCHDOG_TEST_LOG=str(runs.path),
+            DJANGO_SETTINGS_MODULE="tests.settings",
+            PYTHONUNBUFFERED="1",
+        )
+        environment.update(env or {})
+        log_path = tmp_path / f"worker-{len(started)}.log"
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "django", "watchdog_worker", "--log-level", "DEBUG", *args],
+            cwd=ROOT,
+            env=environment,
+            stdout=log_path.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        process = WorkerProcess(popen, log_path)
+        started.append(process)
+        return process
+
+    yield spawn
+    for process in started:
+        if process.popen.poll() is None:
+            process.popen.send_signal(signal.SIGKILL)
+            process.popen.wait()
+
+
+@pytest.fixture(autouse=True)
+def _close_connection_after():
+    yield
+    connection.close()

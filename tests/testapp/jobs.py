@@ -1,0 +1,83 @@
+"""Handlers the acceptance tests run in real worker processes (lanes prefixed ``t-``).
+
+Each run appends one JSON line to the file named by WATCHDOG_TEST_LOG (start and end times,
+pid, recovery count), so a test can check from outside that every job ran exactly once and
+that runs of one queue never overlapped.
+"""
+
+import json
+import os
+import time
+
+from django_watchdog import OutcomeUnknown, handler
+
+
+def _record(job, event, **extra):
+    path = os.environ.get("WATCHDOG_TEST_LOG")
+    if not path:
+        return
+    line = json.dumps(
+        {
+            "event": event,
+            "job_id": job.job_id,
+            "queue": job.queue,
+            "lane": job.lane,
+            "pid": os.getpid(),
+            "worker": job.worker_id,
+            "recovery_count": job.recovery_count,
+            "time": time.time(),
+            **extra,
+        }
+    )
+    with open(path, "a") as log:
+        log.write(line + "\n")
+
+
+def _sleep(job, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not job.cancel_requested:
+        time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+
+
+@handler("t-record")
+def record(job):
+    """Sleep ``sleep`` seconds (``first_sleep`` on the first run), return ``result``."""
+    payload = job.payload or {}
+    _record(job, "start")
+    seconds = payload.get("sleep", 0)
+    if job.recovery_count == 0 and "first_sleep" in payload:
+        seconds = payload["first_sleep"]
+    _sleep(job, seconds)
+    result = payload.get("result")
+    if isinstance(result, str) and "{run}" in result:
+        result = result.format(run=job.recovery_count + 1)
+    _record(job, "end", cancel_requested=job.cancel_requested)
+    return result
+
+
+@handler("t-other")
+def other(job):
+    _record(job, "start")
+    _record(job, "end")
+    return "other"
+
+
+@handler("t-fail")
+def fail(job):
+    _record(job, "start")
+    raise ValueError((job.payload or {}).get("message", "boom"))
+
+
+@handler("t-unknown")
+def unknown(job):
+    _record(job, "start")
+    raise OutcomeUnknown("the mail server did not answer")
+
+
+@handler("t-cancel")
+def wait_for_cancel(job):
+    _record(job, "start")
+    while not job.cancel_requested:
+        time.sleep(0.01)
+    _record(job, "end", cancel_requested=True)
+    return "stopped early"
