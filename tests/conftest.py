@@ -10,3 +10,16 @@ def clean_handlers():
     yield
     handlers._registry.clear()
     handlers._registry.update(saved)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``postgres_only`` tests unless the test database is PostgreSQL."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (WATCHDOG_TEST_DB=postgres)")
+    for item in items:
+        if item.get_closest_marker("postgres_only") is not None:
+            item.add_marker(skip)
+

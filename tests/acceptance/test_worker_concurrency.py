@@ -19,8 +19,13 @@ def test_three_processes_run_every_job_once_serially_in_priority_order(spawn_wor
         for n in range(5):
             job_id = f"{queue}-{n}"
             priority = rng.randint(-3, 3)
-            wd.enqueue(job_id, queue=queue, lane="t-record", priority=priority,
-                       payload={"sleep": rng.choice([0, 0.005, 0.02])})
+            wd.enqueue(
+                job_id,
+                queue=queue,
+                lane="t-record",
+                priority=priority,
+                payload={"sleep": rng.choice([0, 0.005, 0.02])},
+            )
             expected_order[queue].append((-priority, n, job_id))
 
     workers = [spawn_worker("--burst", "--concurrency", "2") for _ in range(3)]

@@ -13,8 +13,13 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 
 def _killed_mid_job(spawn_worker, runs, job_id, **enqueue):
-    wd.enqueue(job_id, queue="crashy", lane="t-record",
-               payload={"first_sleep": 60, "result": "run {run}"}, **enqueue)
+    wd.enqueue(
+        job_id,
+        queue="crashy",
+        lane="t-record",
+        payload={"first_sleep": 60, "result": "run {run}"},
+        **enqueue,
+    )
     victim = spawn_worker()
     wait_until(lambda: runs.starts(job_id), message="the job to start")
     victim.signal(signal.SIGKILL)
@@ -28,7 +33,11 @@ def test_kill_9_mid_job_is_requeued_and_completed_within_budget(spawn_worker, ru
     assert rescuer.wait() == 0, rescuer.output()
     job = wd.get_job("j")
     assert (job.state, job.outcome, job.recovery_count, job.result) == (
-        "settled", "completed", 1, "run 2")
+        "settled",
+        "completed",
+        1,
+        "run 2",
+    )
     assert [r["recovery_count"] for r in runs.starts("j")] == [0, 1]
 
 
@@ -38,7 +47,9 @@ def test_kill_9_without_a_recovery_policy_is_interrupted(spawn_worker, runs):
     assert rescuer.wait() == 0, rescuer.output()
     job = wd.get_job("j")
     assert (job.outcome, job.failure_reason) == (
-        "interrupted", "Execution disappeared without a recovery policy")
+        "interrupted",
+        "Execution disappeared without a recovery policy",
+    )
     assert len(runs.starts("j")) == 1
 
 
@@ -48,24 +59,38 @@ def test_kill_9_with_a_spent_budget_is_interrupted(spawn_worker, runs):
     assert rescuer.wait() == 0, rescuer.output()
     job = wd.get_job("j")
     assert (job.outcome, job.failure_reason, job.recovery_count) == (
-        "interrupted", "Restart recovery budget exhausted (0 recoveries)", 0)
+        "interrupted",
+        "Restart recovery budget exhausted (0 recoveries)",
+        0,
+    )
 
 
 def test_a_stopped_worker_is_fenced_out_when_it_resumes(spawn_worker, runs):
-    wd.enqueue("j", queue="q", lane="t-record", max_recoveries=1,
-               payload={"first_sleep": 2.0, "result": "run {run}"})
+    wd.enqueue(
+        "j",
+        queue="q",
+        lane="t-record",
+        max_recoveries=1,
+        payload={"first_sleep": 2.0, "result": "run {run}"},
+    )
     zombie = spawn_worker()
     wait_until(lambda: runs.starts("j"), message="the first run to start")
     zombie.signal(signal.SIGSTOP)
     try:
         rescuer = spawn_worker()
         # WORKER_TIMEOUT is 3 s in the test settings; the rescuer recovers and re-runs it.
-        wait_until(lambda: wd.get_job("j").state == "settled", timeout=30,
-                   message="the second run to settle")
+        wait_until(
+            lambda: wd.get_job("j").state == "settled",
+            timeout=30,
+            message="the second run to settle",
+        )
     finally:
         zombie.signal(signal.SIGCONT)
-    wait_until(lambda: "settle_conflict" in zombie.output(), timeout=30,
-               message="the zombie's late settle to be refused")
+    wait_until(
+        lambda: "settle_conflict" in zombie.output(),
+        timeout=30,
+        message="the zombie's late settle to be refused",
+    )
     job = wd.get_job("j")
     assert (job.outcome, job.result, job.recovery_count) == ("completed", "run 2", 1)
     assert [r["recovery_count"] for r in runs.starts("j")] == [0, 1]

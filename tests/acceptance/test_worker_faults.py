@@ -22,15 +22,22 @@ def test_cut_connections_lose_nothing_and_run_nothing_twice(spawn_worker, runs):
     try:
         total = 120
         for n in range(total):
-            wd.enqueue(f"j{n}", queue=f"q{n % 8}", lane="t-record",
-                       payload={"sleep": 0.01, "result": n})
+            wd.enqueue(
+                f"j{n}", queue=f"q{n % 8}", lane="t-record", payload={"sleep": 0.01, "result": n}
+            )
         worker = spawn_worker("--concurrency", "3", env={"PGPORT": str(proxy.port)})
         for cut_after in (15, 45, 80):
-            wait_until(lambda n=cut_after: len(runs.ends()) >= n, timeout=60,
-                       message=f"{cut_after} jobs to run")
+            wait_until(
+                lambda n=cut_after: len(runs.ends()) >= n,
+                timeout=60,
+                message=f"{cut_after} jobs to run",
+            )
             proxy.cut()
-        wait_until(lambda: Job.objects.filter(state="settled").count() == total, timeout=120,
-                   message="every job to settle")
+        wait_until(
+            lambda: Job.objects.filter(state="settled").count() == total,
+            timeout=120,
+            message="every job to settle",
+        )
         worker.signal(15)
         assert worker.wait() == 0, worker.output()
     finally:

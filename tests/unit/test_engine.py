@@ -1,0 +1,222 @@
+"""The worker engine driven step by step against a fake store: no database, no threads."""
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+from django.db import OperationalError
+
+from django_watchdog import OutcomeUnknown
+from django_watchdog.domain.states import Outcome
+from django_watchdog.domain.values import ClaimResult, SettleResult
+from django_watchdog.engine.worker import WatchdogWorker, WorkerOptions
+
+
+class FakeClock:
+    def __init__(self):
+        self.wall = datetime(2026, 12, 1, tzinfo=UTC)
+        self.mono = 1000.0
+
+    def now(self):
+        return self.wall
+
+    def monotonic(self):
+        return self.mono
+
+    def advance(self, seconds):
+        self.wall += timedelta(seconds=seconds)
+        self.mono += seconds
+
+
+def fake_job(job_id, lane="l", payload=None, cancellation_id=None):
+    return SimpleNamespace(
+        job_id=job_id,
+        queue=f"q-{job_id}",
+        lane=lane,
+        priority=0,
+        payload=payload,
+        recovery_count=0,
+        enqueued_at=None,
+        started_at=None,
+        cancellation_id=cancellation_id,
+        outcome=None,
+        failure_reason=None,
+    )
+
+
+class FakeStore:
+    """Hands out queued fake jobs; records what the engine asked for."""
+
+    def __init__(self, jobs=(), cancelled=()):
+        self.queue = list(jobs)
+        self.cancelled = set(cancelled)
+        self.settled = {}
+        self.claims = []
+        self.recoveries = 0
+        self.heartbeats = []
+        self.registered = []
+        self.fail_next_claim = False
+        self.orphans_released = []
+
+    def claim(self, *, lanes, exclude_lanes, worker_id):
+        self.claims.append(tuple(lanes))
+        if self.fail_next_claim:
+            self.fail_next_claim = False
+            raise OperationalError("server closed the connection unexpectedly")
+        for job in self.queue:
+            if job.lane in lanes:
+                self.queue.remove(job)
+                return ClaimResult(status="claimed", job=job, claim_token=f"t-{job.job_id}")
+        return ClaimResult(status="none")
+
+    def settle(self, job_id, claim_token, decision):
+        self.settled[job_id] = decision
+        job = SimpleNamespace(
+            outcome=decision.outcome.value, failure_reason=decision.failure_reason
+        )
+        return SettleResult(status="settled", job=job)
+
+    def recover(self, *, now, timeout, dead_workers=(), alive=None):
+        self.recoveries += 1
+        return []
+
+    def register(self, worker_id, **kwargs):
+        self.registered.append(worker_id)
+
+    def heartbeat(self, worker_id, *, now):
+        self.heartbeats.append(now)
+        return len(self.heartbeats) > 1  # the first beat finds the row reaped
+
+    def deregister(self, worker_id):
+        pass
+
+    def reap(self, *, now, timeout):
+        return 0
+
+    def cancellations(self, job_ids):
+        return self.cancelled & set(job_ids)
+
+    def lanes_without_handler(self, handled):
+        return ["orphan-lane"]
+
+    def release_orphans(self, worker_id, known):
+        self.orphans_released.append(tuple(known))
+        return []
+
+    def workers_on_host(self, host):
+        return []
+
+    def release_connection(self):
+        pass
+
+
+def make_worker(store, handlers, **options):
+    options.setdefault("heartbeat_interval", 1.0)
+    options.setdefault("worker_timeout", 3.0)
+    options.setdefault("shutdown_grace", 0.1)
+    worker = WatchdogWorker(
+        WorkerOptions(worker_id="w1", **options), handlers=handlers, store=store, clock=FakeClock()
+    )
+    worker.start(threads=False)
+    return worker
+
+
+def test_handler_decisions_map_to_outcomes():
+    def handle(job):
+        if job.payload == "fail":
+            raise ValueError("bad " * 100)
+        if job.payload == "unknown":
+            raise OutcomeUnknown("maybe")
+        return {"echo": job.payload}
+
+    store = FakeStore(
+        [
+            fake_job("a", payload="x"),
+            fake_job("b", payload="fail"),
+            fake_job("c", payload="unknown"),
+        ]
+    )
+    worker = make_worker(store, {"l": handle})
+    assert worker.run_once() == 3
+    assert store.settled["a"].outcome == Outcome.COMPLETED
+    assert store.settled["a"].result == {"echo": "x"}
+    assert store.settled["b"].outcome == Outcome.FAILED
+    assert store.settled["b"].failure_reason.startswith("ValueError: bad bad")
+    assert len(store.settled["b"].failure_reason) == 200
+    assert "Traceback" in store.settled["b"].traceback
+    assert store.settled["c"].outcome == Outcome.OUTCOME_UNKNOWN
+    assert worker.exhausted
+
+
+def test_a_result_json_cannot_hold_completes_without_a_result():
+    store = FakeStore([fake_job("a")])
+    make_worker(store, {"l": lambda job: object()}).run_once()
+    assert store.settled["a"].outcome == Outcome.COMPLETED and store.settled["a"].result is None
+
+
+def test_only_lanes_with_handlers_are_claimed_and_options_filter_them():
+    store = FakeStore()
+    worker = make_worker(store, {"a": print, "b": print, "c": print}, exclude_lanes=("b",))
+    worker.run_once()
+    assert store.claims[-1] == ("a", "c")
+    worker = make_worker(store, {"a": print, "b": print}, lanes=("b", "zzz"))
+    assert worker.lanes == ("b",)
+    assert worker.report_unserved_lanes() == []  # "orphan-lane" was not asked for
+
+
+def test_unserved_lanes_are_reported_once(caplog):
+    worker = make_worker(FakeStore(), {"a": print})
+    caplog.set_level("WARNING", logger="django_watchdog")
+    assert worker.report_unserved_lanes() == ["orphan-lane"]
+    worker.report_unserved_lanes()
+    assert caplog.text.count("lane_without_handler") == 1
+
+
+def test_heartbeat_reregisters_a_reaped_worker_and_flags_cancellations():
+    store = FakeStore(cancelled={"a"})
+    worker = make_worker(store, {"l": print})
+    assert store.registered == ["w1"]
+    worker.beat()
+    assert store.registered == ["w1", "w1"], "the first beat found the row gone"
+    from django_watchdog.engine.running import RunningJob
+
+    running = RunningJob(fake_job("a"), claim_token="t", worker_id="w1")
+    worker._running["a"] = (running, None)
+    worker.beat()
+    assert running.cancel_requested
+
+
+def test_recovery_runs_on_start_and_again_when_due():
+    store = FakeStore()
+    worker = make_worker(store, {"l": print})
+    assert store.recoveries == 1
+    worker.run_once()
+    assert store.recoveries == 1
+    worker.clock.advance(1.01)  # max(heartbeat 1.0, timeout 3.0 / 3)
+    worker.run_once()
+    assert store.recoveries == 2
+
+
+def test_a_failed_claim_releases_orphaned_claims_before_claiming_again():
+    store = FakeStore([fake_job("a")])
+    worker = make_worker(store, {"l": lambda job: None})
+    store.fail_next_claim = True
+    with pytest.raises(OperationalError):
+        worker.run_once()
+    assert worker._retrying(worker.run_once) == 1
+    assert store.orphans_released == [()]
+    assert "a" in store.settled
+
+
+def test_database_errors_back_off_instead_of_crashing():
+    store = FakeStore()
+    worker = make_worker(store, {"l": print})
+    waits = []
+    worker._stopping.wait = waits.append  # record the backoff instead of sleeping
+    store.fail_next_claim = True
+    assert worker._retrying(worker.run_once) == 0
+    store.fail_next_claim = True
+    assert worker._retrying(worker.run_once) == 0
+    assert waits == [0.1, 0.2]
+    worker._retrying(worker.run_once)
+    assert worker._backoff.delay == 0.0, "a success resets the backoff"
