@@ -12,3 +12,8 @@ class WatchdogConfig(AppConfig):
 
         checks.register()
         handlers.autodiscover()
+        # After autodiscovery, so a lane claimed by a jobs.py handler is left to it (and to
+        # the backend's system check, which reports the clash).
+        from .tasks.registration import register_lane_handlers
+
+        register_lane_handlers()

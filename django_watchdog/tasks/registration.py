@@ -1,0 +1,65 @@
+"""Register the task runner as the handler of every lane a ``WatchdogBackend`` serves.
+
+Called from ``AppConfig.ready()`` (after ``<app>/jobs.py`` autodiscovery) so a worker process
+knows the task lanes before any task module is imported. Safe on Django versions without
+``django.tasks``: it then finds no backend and does nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from .. import handlers
+from ..domain.errors import InvalidInput
+from ..domain.validation import lane as valid_lane
+
+DEFAULT_QUEUES = ["default"]
+
+
+def backend_lanes() -> dict[str, list[Any]]:
+    """``TASKS`` alias → its ``QUEUES``, for the aliases whose backend is a WatchdogBackend."""
+    configured = getattr(settings, "TASKS", None)
+    if not isinstance(configured, dict):
+        return {}
+    found: dict[str, list[Any]] = {}
+    for alias, params in configured.items():
+        if not isinstance(params, dict) or not _is_watchdog_backend(params.get("BACKEND")):
+            continue
+        found[alias] = list(params.get("QUEUES", DEFAULT_QUEUES))
+    return found
+
+
+def _is_watchdog_backend(path: object) -> bool:
+    if not isinstance(path, str):
+        return False
+    try:
+        backend_class = import_string(path)
+        from .backend import WatchdogBackend
+    except ImportError:
+        return False  # Django reports a missing backend; no django.tasks means none of ours.
+    return isinstance(backend_class, type) and issubclass(backend_class, WatchdogBackend)
+
+
+def register_lane(lane: object) -> bool:
+    """Make the task runner ``lane``'s handler; False if the lane is invalid or taken."""
+    from .runner import run_task
+
+    try:
+        name = valid_lane(lane)
+    except InvalidInput:
+        return False  # reported by the backend's system check
+    existing = handlers.registered().get(name)
+    if existing is not None and existing is not run_task:
+        return False  # another handler owns the lane: reported by the system check
+    handlers.handler(name)(run_task)
+    return True
+
+
+def register_lane_handlers() -> None:
+    """Register the runner for the lanes of every configured WatchdogBackend."""
+    for lanes in backend_lanes().values():
+        for lane in lanes:
+            register_lane(lane)

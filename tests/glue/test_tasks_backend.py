@@ -1,0 +1,358 @@
+"""WatchdogBackend as Django's task backends are tested: enqueue, results, options, checks."""
+
+import logging
+import math
+from datetime import datetime
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.tasks import TaskResultStatus, default_task_backend, task_backends
+from django.tasks.checks import check_tasks
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
+from django.test import override_settings
+from django.utils import timezone
+
+import django_watchdog as wd
+from django_watchdog import handlers
+from django_watchdog.backend import WatchdogBackend, aenqueue_task, enqueue_task
+from django_watchdog.models import Job
+from django_watchdog.tasks.mapping import PAYLOAD_KIND, private_queue
+from django_watchdog.tasks.runner import run_task
+from tests.tasks_app import tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def test_configured_backend_and_flags():
+    assert isinstance(task_backends["default"], WatchdogBackend)
+    assert default_task_backend.supports_priority
+    assert default_task_backend.supports_get_result
+    assert default_task_backend.supports_async_task
+    assert not default_task_backend.supports_defer
+
+
+def test_lanes_have_the_task_runner_as_handler():
+    registered = handlers.registered()
+    assert registered["tasks"] is run_task
+    assert registered["tasks-bulk"] is run_task
+
+
+def test_enqueue_writes_a_queued_job():
+    result = tasks.add.enqueue(1, b=2)
+
+    assert result.status == TaskResultStatus.READY
+    assert result.task == tasks.add
+    assert result.args == [1] and result.kwargs == {"b": 2}
+    assert result.backend == "default"
+    assert result.enqueued_at is not None
+    assert result.started_at is None and result.finished_at is None
+    assert result.errors == [] and result.worker_ids == [] and result.attempts == 0
+    with pytest.raises(ValueError, match="Task has not finished yet"):
+        result.return_value  # noqa: B018
+
+    job = wd.get_job(result.id)
+    assert job is not None
+    assert job.state == "queued"
+    assert job.lane == "tasks"
+    assert job.queue == private_queue(result.id) == f"task:{result.id}"
+    assert job.priority == 0
+    assert job.payload == {
+        "kind": PAYLOAD_KIND,
+        "backend": "default",
+        "module": "tests.tasks_app.tasks",
+        "function": "add",
+        "args": [1],
+        "kwargs": {"b": 2},
+    }
+
+
+def test_result_ids_are_uuids_and_unique():
+    first, second = tasks.noop.enqueue(), tasks.noop.enqueue()
+    assert first.id != second.id
+    assert len(first.id) == 36 and first.id.count("-") == 4
+
+
+def test_get_result_equals_the_enqueued_result():
+    result = tasks.echo.enqueue((1, 2), x={"y": [3]})
+
+    assert tasks.echo.get_result(result.id) == result
+    assert default_task_backend.get_result(result.id) == result
+    assert result.args == [[1, 2]]  # normalised to JSON types, as Django does
+
+
+def test_refresh_keeps_a_queued_result():
+    result = tasks.noop.enqueue()
+    before = (result.status, result.enqueued_at)
+    result.refresh()
+    assert (result.status, result.enqueued_at) == before
+
+
+def test_get_missing_result():
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result("no-such-job")
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.noop.get_result("")
+
+
+def test_get_result_of_another_task_is_a_mismatch():
+    result = tasks.noop.enqueue()
+    with pytest.raises(TaskResultMismatch, match="Task does not match"):
+        tasks.add.get_result(result.id)
+
+
+def test_get_result_of_a_plain_watchdog_job_does_not_exist():
+    wd.enqueue("native", queue="q", lane="tasks", payload={"hello": 1})
+    with pytest.raises(TaskResultDoesNotExist, match="not a Django task"):
+        default_task_backend.get_result("native")
+
+
+def test_get_result_never_resolves_a_non_task_path():
+    for function in ("plain_function", "alias_of_add", "os.system"):
+        payload = {
+            "kind": PAYLOAD_KIND,
+            "backend": "default",
+            "module": "tests.tasks_app.tasks",
+            "function": function,
+            "args": [],
+            "kwargs": {},
+        }
+        wd.enqueue(f"forged-{function}", queue=f"q-{function}", lane="tasks", payload=payload)
+        with pytest.raises(TaskResultDoesNotExist):
+            default_task_backend.get_result(f"forged-{function}")
+
+
+def test_priority_maps_onto_watchdog_priority_and_claim_order():
+    low = tasks.noop.using(priority=-5).enqueue()
+    high = tasks.noop.using(priority=100).enqueue()
+    middle = tasks.noop.enqueue()
+    also_middle = tasks.noop.enqueue()
+
+    assert [wd.get_job(r.id).priority for r in (low, high, middle)] == [-5, 100, 0]
+    order = []
+    for _ in range(4):
+        claimed = Job.objects.claim(lanes=["tasks"])
+        order.append(claimed.job.job_id)
+    assert order == [high.id, middle.id, also_middle.id, low.id]
+    assert tasks.noop.using(priority=-5).get_result(low.id).task.priority == -5
+
+
+def test_invalid_priority_is_rejected_by_django():
+    for priority in (-101, 101, 3.1):
+        with pytest.raises(InvalidTask, match="priority must be a whole number"):
+            tasks.noop.using(priority=priority)
+
+
+def test_queue_name_is_the_lane():
+    result = tasks.noop.using(queue_name="tasks-bulk").enqueue()
+    assert wd.get_job(result.id).lane == "tasks-bulk"
+    assert default_task_backend.get_result(result.id).task.queue_name == "tasks-bulk"
+    assert tasks.bulk.enqueue(3).task.queue_name == "tasks-bulk"
+
+
+def test_unknown_queue_name_is_rejected():
+    with pytest.raises(InvalidTask, match="Queue 'nope' is not valid for backend."):
+        tasks.noop.using(queue_name="nope")
+
+
+def test_run_after_is_not_supported_yet():
+    with pytest.raises(InvalidTask, match="Backend does not support run_after"):
+        tasks.noop.using(run_after=timezone.now())
+
+
+def test_enqueue_with_invalid_argument():
+    with pytest.raises(TypeError, match="Unsupported type"):
+        tasks.noop.enqueue(datetime.now())
+    with pytest.raises(TypeError, match="Unsupported type"):
+        tasks.noop.enqueue(x=object())
+    assert not Job.objects.exists()
+
+
+def test_enqueue_with_non_json_values_names_the_field():
+    with pytest.raises(wd.InvalidInput, match="args"):
+        tasks.noop.enqueue(math.nan)
+    with pytest.raises(wd.InvalidInput, match="kwargs"):
+        tasks.noop.enqueue(x={1: "int key"})
+    assert not Job.objects.exists()
+
+
+def test_enqueue_logs_like_django(caplog):
+    caplog.set_level(logging.DEBUG, logger="django.tasks")
+    result = tasks.noop.enqueue()
+    messages = [r.getMessage() for r in caplog.records if r.name == "django.tasks"]
+    assert len(messages) == 1
+    assert "enqueued" in messages[0] and result.id in messages[0]
+
+
+def test_enqueue_joins_the_callers_transaction():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        result = tasks.noop.enqueue()
+        assert wd.get_job(result.id) is not None
+        raise RuntimeError("roll back")
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result(result.id)
+    assert not Job.objects.exists()
+
+
+def test_enqueue_task_with_job_id_is_idempotent():
+    first = enqueue_task(tasks.add, (1, 2), job_id="order-7:invoice")
+    again = enqueue_task(tasks.add, [1, 2], job_id="order-7:invoice")
+
+    assert first.id == again.id == "order-7:invoice"
+    assert again == tasks.add.get_result("order-7:invoice")
+    assert Job.objects.count() == 1
+    with pytest.raises(wd.JobConflict, match="payload"):
+        enqueue_task(tasks.add, (1, 3), job_id="order-7:invoice")
+
+
+def test_enqueue_task_into_a_serial_queue():
+    first = enqueue_task(tasks.add, (1, 2), queue="customer-9")
+    second = enqueue_task(tasks.add, (3, 4), queue="customer-9")
+    other = tasks.add.enqueue(5, 6)
+
+    assert wd.get_job(first.id).queue == wd.get_job(second.id).queue == "customer-9"
+    claimed = Job.objects.claim(lanes=["tasks"])
+    assert claimed.job.job_id == first.id
+    # The queue's next job waits for the running one; other queues do not.
+    assert Job.objects.claim(lanes=["tasks"]).job.job_id == other.id
+    assert Job.objects.claim(lanes=["tasks"]).status == "none"
+    assert default_task_backend.get_result(first.id).status == TaskResultStatus.RUNNING
+    assert default_task_backend.get_result(second.id).status == TaskResultStatus.READY
+
+
+def test_enqueue_task_validates_its_arguments():
+    with pytest.raises(wd.InvalidInput, match="queue"):
+        enqueue_task(tasks.noop, queue="")
+    with pytest.raises(wd.InvalidInput, match="job_id"):
+        enqueue_task(tasks.noop, job_id="x" * 257)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        enqueue_task(tasks.noop, kwargs={"when": datetime.now()})
+
+
+@override_settings(
+    TASKS={"other": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": []}}
+)
+def test_enqueue_task_needs_a_watchdog_backend():
+    with pytest.raises(InvalidTask, match="not WatchdogBackend"):
+        enqueue_task(tasks.noop.using(backend="other"))
+
+
+def test_long_job_id_gets_a_hashed_private_queue():
+    result = enqueue_task(tasks.noop, job_id="j" * 256)
+    queue = wd.get_job(result.id).queue
+    assert queue.startswith("task:") and len(queue) == len("task:") + 64
+
+
+# -- async twins --------------------------------------------------------------------------
+
+
+def test_aenqueue_and_aget_result():
+    async def scenario():
+        result = await tasks.add.aenqueue(2, 3)
+        fetched = await tasks.add.aget_result(result.id)
+        await result.arefresh()
+        return result, fetched
+
+    result, fetched = async_to_sync(scenario)()
+    assert fetched == result
+    assert result.status == TaskResultStatus.READY
+    assert wd.get_job(result.id).payload["args"] == [2, 3]
+
+
+def test_aenqueue_with_invalid_argument():
+    async def scenario():
+        await tasks.noop.aenqueue(datetime.now())
+
+    with pytest.raises(TypeError, match="Unsupported type"):
+        async_to_sync(scenario)()
+
+
+def test_aget_missing_result():
+    async def scenario():
+        await default_task_backend.aget_result("missing")
+
+    with pytest.raises(TaskResultDoesNotExist):
+        async_to_sync(scenario)()
+
+
+def test_aenqueue_task_is_idempotent():
+    async def scenario():
+        first = await aenqueue_task(tasks.add, (1, 2), job_id="async-1", queue="serial")
+        again = await aenqueue_task(tasks.add, (1, 2), job_id="async-1", queue="serial")
+        return first, again
+
+    first, again = async_to_sync(scenario)()
+    assert first == again
+    assert wd.get_job("async-1").queue == "serial"
+
+
+def test_async_task_is_accepted():
+    result = tasks.add_async.enqueue(1, 1)
+    assert wd.get_job(result.id).payload["function"] == "add_async"
+
+
+# -- system checks ------------------------------------------------------------------------
+
+
+def test_django_checks_pass_for_the_configured_backend():
+    assert list(check_tasks()) == []
+
+
+def _backend_errors(params):
+    backend = WatchdogBackend("checked", params)
+    return {message.id: message.msg for message in backend.check()}
+
+
+def test_check_rejects_invalid_lane_names(clean_handlers):
+    errors = _backend_errors({"QUEUES": ["good", "not a lane!"]})
+    assert set(errors) == {"django_watchdog.E103"}
+    assert "'not a lane!' is not a lane name" in errors["django_watchdog.E103"]
+    assert "not a lane!" not in handlers.registered()
+
+
+def test_check_requires_queues(clean_handlers):
+    assert set(_backend_errors({"QUEUES": []})) == {"django_watchdog.E102"}
+
+
+def test_check_reports_a_lane_owned_by_another_handler(clean_handlers):
+    @wd.handler("owned-lane")
+    def native(job):
+        return None
+
+    errors = _backend_errors({"QUEUES": ["owned-lane"]})
+    assert set(errors) == {"django_watchdog.E104"}
+    assert "native" in errors["django_watchdog.E104"]
+    assert handlers.registered()["owned-lane"] is native
+
+
+def test_check_reports_bad_options(clean_handlers):
+    errors = _backend_errors(
+        {
+            "QUEUES": ["tasks"],
+            "OPTIONS": {"DATABASE": "nowhere", "MAX_RECOVERIES": -1, "RETRIES": 3},
+        }
+    )
+    assert set(errors) == {"django_watchdog.E105", "django_watchdog.E106", "django_watchdog.E107"}
+
+
+@override_settings(
+    TASKS={"default": {"BACKEND": "django_watchdog.backend.WatchdogBackend", "QUEUES": []}}
+)
+def test_queue_name_must_be_a_lane_name_even_without_queues(clean_handlers):
+    with pytest.raises(InvalidTask, match="not a watchdog lane"):
+        tasks.noop.using(queue_name="bad lane")
+
+
+@override_settings(
+    TASKS={
+        "default": {
+            "BACKEND": "django_watchdog.backend.WatchdogBackend",
+            "QUEUES": ["tasks", "tasks-bulk"],
+            "OPTIONS": {"DATABASE": "default", "MAX_RECOVERIES": 2},
+        }
+    }
+)
+def test_options_reach_the_job():
+    assert task_backends["default"].check() == []
+    result = tasks.noop.enqueue()
+    assert wd.get_job(result.id).max_recoveries == 2

@@ -1,0 +1,1 @@
+"""``@task`` functions for the django.tasks backend tests (backend alias "default")."""

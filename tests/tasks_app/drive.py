@@ -1,0 +1,53 @@
+"""Run task jobs without the worker engine: claim, call the lane's handler, settle."""
+
+from types import SimpleNamespace
+from typing import Any
+
+from django_watchdog import handlers
+from django_watchdog.domain import decisions
+from django_watchdog.models import Job
+
+WORKER = "w-test"
+
+
+def view(job: Job, *, worker_id: str = WORKER, cancel_requested: bool = False) -> Any:
+    """The job as a handler sees it (the attributes the worker's job view has)."""
+    return SimpleNamespace(
+        job_id=job.job_id,
+        queue=job.queue,
+        lane=job.lane,
+        priority=job.priority,
+        payload=job.payload,
+        recovery_count=job.recovery_count,
+        enqueued_at=job.enqueued_at,
+        started_at=job.started_at,
+        worker_id=worker_id,
+        cancel_requested=cancel_requested,
+    )
+
+
+def claim(lane: str = "tasks", *, worker_id: str = WORKER) -> tuple[Job, str]:
+    claimed = Job.objects.claim(lanes=[lane], worker_id=worker_id)
+    assert claimed.status == "claimed", claimed
+    assert claimed.job is not None and claimed.claim_token is not None
+    return claimed.job, claimed.claim_token
+
+
+def run(job: Job, token: str, **view_options: Any) -> Job:
+    """Call the lane's registered handler on ``job`` and settle what it decided."""
+    handler = handlers.registered()[job.lane]
+    try:
+        value = handler(view(job, **view_options))
+    except BaseException as error:  # noqa: BLE001 - the worker maps every exception
+        decision = decisions.from_exception(error)
+    else:
+        decision, _ = decisions.from_return(value)
+    settled = Job.objects.settle(job.job_id, token, decision)
+    assert settled.status == "settled", settled
+    assert settled.job is not None
+    return settled.job
+
+
+def run_next(lane: str = "tasks", **view_options: Any) -> Job:
+    job, token = claim(lane)
+    return run(job, token, **view_options)
