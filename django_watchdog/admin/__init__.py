@@ -1,0 +1,12 @@
+"""The watchdog admin: jobs, queues and workers, read-only, with confirmed actions.
+
+Rows change only through the store's verbs, so the database's invariants hold: nothing is
+added, edited or deleted by hand. The actions call ``cancel``, ``fail_lane`` and
+``purge_queued``, each behind a permission and a confirmation page.
+"""
+
+from .jobs import JobAdmin
+from .queues import QueueAdmin
+from .workers import WorkerAdmin
+
+__all__ = ["JobAdmin", "QueueAdmin", "WorkerAdmin"]

@@ -1,0 +1,117 @@
+"""The workers admin: who is alive, when each last beat, which lanes it serves, what it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+
+from ..conf import setting
+from ..domain.states import State
+from ..models import Job, Worker
+from . import display
+from .base import PAGE_INFO, ReadOnlyAdmin, page_info
+
+
+def alive_since() -> datetime:
+    """Workers whose last heartbeat is newer than this are alive (``WORKER_TIMEOUT``)."""
+    return timezone.now() - timedelta(seconds=float(setting("WORKER_TIMEOUT")))
+
+
+class AliveFilter(admin.SimpleListFilter):
+    title = "alive"
+    parameter_name = "alive"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "alive"), ("no", "gone")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Worker]) -> QuerySet[Worker]:
+        if self.value() == "yes":
+            return queryset.filter(heartbeat_at__gte=alive_since())
+        if self.value() == "no":
+            return queryset.filter(heartbeat_at__lt=alive_since())
+        return queryset
+
+
+@admin.register(Worker)
+class WorkerAdmin(ReadOnlyAdmin):
+    list_display = (
+        "worker_id",
+        "host",
+        "pid",
+        "alive",
+        "heartbeat_age",
+        "lanes_display",
+        "concurrency",
+        "running_jobs",
+        "started_at",
+    )
+    list_filter = (AliveFilter,)
+    search_fields = ("worker_id", "host")
+    ordering = ("-heartbeat_at",)
+    fields = (
+        "worker_id",
+        "host",
+        "pid",
+        "alive",
+        "heartbeat_at",
+        "heartbeat_age",
+        "lanes_display",
+        "concurrency",
+        "running_jobs",
+        "started_at",
+    )
+
+    def annotate_page(self, rows: Sequence[Any]) -> None:
+        """How many jobs each shown worker holds, from the running-jobs index."""
+        ids = [row.worker_id for row in rows]
+        db = rows[0]._state.db if rows else None
+        running = dict(
+            Job.objects.using(db)
+            .filter(state=State.RUNNING, claimed_by__in=ids)
+            .order_by()
+            .values("claimed_by")
+            .annotate(n=Count("id"))
+            .values_list("claimed_by", "n")
+        )
+        cutoff = alive_since()
+        for row in rows:
+            setattr(
+                row,
+                PAGE_INFO,
+                {"running": running.get(row.worker_id, 0), "alive": row.heartbeat_at >= cutoff},
+            )
+
+    @admin.display(description="alive", boolean=True)
+    def alive(self, worker: Worker) -> bool:
+        return bool(page_info(worker, self)["alive"])
+
+    @admin.display(description="last heartbeat")
+    def heartbeat_age(self, worker: Worker) -> str:
+        return f"{display.age(worker.heartbeat_at)} ago"
+
+    @admin.display(description="lanes")
+    def lanes_display(self, worker: Worker) -> str:
+        if worker.lanes:
+            return ", ".join(str(lane) for lane in worker.lanes)
+        if worker.exclude_lanes:
+            return "all but " + ", ".join(str(lane) for lane in worker.exclude_lanes)
+        return "all"
+
+    @admin.display(description="running jobs")
+    def running_jobs(self, worker: Worker) -> SafeString | int:
+        count = int(page_info(worker, self)["running"])
+        if not count:
+            return 0
+        query = urlencode({"state": State.RUNNING.value, "claimed_by": worker.worker_id})
+        url = reverse("admin:django_watchdog_job_changelist") + "?" + query
+        return format_html('<a href="{}">{}</a>', url, count)
