@@ -15,6 +15,7 @@ from .api import (
     settled_jobs,
 )
 from .domain.errors import InvalidInput, JobConflict, OutcomeUnknown, WatchdogError
+from .domain.retries import RetryPolicy
 from .domain.values import (
     CancelResult,
     EnqueueResult,
@@ -32,6 +33,7 @@ __all__ = [
     "LaneFailure",
     "OutcomeUnknown",
     "QueueHead",
+    "RetryPolicy",
     "SettledRecord",
     "WatchdogError",
     "cancel",

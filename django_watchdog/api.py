@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import router
 
 from .domain import validation
 from .domain.errors import InvalidInput
+from .domain.retries import RetryPolicy
 from .domain.states import default_cancellation_id
 from .domain.values import CancelResult, EnqueueResult, LaneFailure, QueueHead, SettledRecord
 
@@ -37,12 +39,17 @@ def enqueue(
     priority: int = 0,
     payload: Any = None,
     max_recoveries: int | None = None,
+    run_after: datetime | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: float | None = None,
     using: str | None = None,
 ) -> EnqueueResult:
     """Add a job, joining the caller's transaction; an identical repeat is a ``duplicate``.
 
+    ``run_after`` (aware datetime) delays the job: it enters its queue's order then, and
+    blocks nothing until then. ``retry`` and ``timeout`` override the lane handler's.
     Raises ``InvalidInput`` for a bad argument and ``JobConflict`` when ``job_id`` exists
-    with a different queue, lane, priority, payload or recovery policy.
+    with a different queue, lane, priority, payload, recovery policy, delay, retry or timeout.
     """
     from .models import Job
     from .store.enqueue import NewJob
@@ -54,6 +61,9 @@ def enqueue(
         priority=priority,
         payload=payload,
         max_recoveries=max_recoveries,
+        run_after=run_after,
+        retry=retry,
+        timeout=timeout,
     )
     return Job.objects.db_manager(_alias(using)).enqueue(new)
 

@@ -9,7 +9,13 @@ from django.core import checks
 
 from .conf import DEFAULTS
 
-POSITIVE_NUMBERS = ("POLL_INTERVAL", "HEARTBEAT_INTERVAL", "WORKER_TIMEOUT", "SHUTDOWN_GRACE")
+POSITIVE_NUMBERS = (
+    "POLL_INTERVAL",
+    "HEARTBEAT_INTERVAL",
+    "WORKER_TIMEOUT",
+    "SHUTDOWN_GRACE",
+    "TIMEOUT_GRACE",
+)
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

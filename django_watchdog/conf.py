@@ -17,6 +17,9 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_TIMEOUT": 30.0,
     # Seconds running jobs get to finish after SIGTERM/SIGINT.
     "SHUTDOWN_GRACE": 30.0,
+    # Seconds a timed-out handler gets after cancel_requested turns on before its job
+    # settles outcome_unknown and its worker slot is freed.
+    "TIMEOUT_GRACE": 5.0,
     # PostgreSQL LISTEN/NOTIFY channel that wakes idle workers.
     "NOTIFY_CHANNEL": "django_watchdog",
 }

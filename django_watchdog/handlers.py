@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
 from .domain import validation
+from .domain.errors import InvalidInput
+from .domain.retries import RetryPolicy
 
 HandlerFunction = Callable[[Any], Any]
 F = TypeVar("F", bound=HandlerFunction)
@@ -16,15 +19,37 @@ F = TypeVar("F", bound=HandlerFunction)
 HANDLER_MODULE = "jobs"
 
 _registry: dict[str, HandlerFunction] = {}
+_options: dict[str, HandlerOptions] = {}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HandlerOptions:
+    """A lane's defaults; a job's own ``retry``/``timeout`` (from enqueue) wins over them."""
+
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
+
+
+NO_OPTIONS = HandlerOptions()
 
 
 class HandlerConflict(ImproperlyConfigured):
     """Two different functions were registered for one lane."""
 
 
-def handler(lane: str) -> Callable[[F], F]:
-    """Register the decorated function as the one handler of ``lane``."""
+def handler(
+    lane: str, *, retry: RetryPolicy | None = None, timeout: float | None = None
+) -> Callable[[F], F]:
+    """Register the decorated function as the one handler of ``lane``.
+
+    ``retry`` retries failures with backoff; ``timeout`` (seconds) turns ``cancel_requested``
+    on at the deadline and, after ``WATCHDOG['TIMEOUT_GRACE']``, settles the job
+    ``outcome_unknown`` and frees the worker slot.
+    """
     lane = validation.lane(lane)
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise InvalidInput("retry", f"must be a RetryPolicy or None, not {type(retry).__name__}")
+    options = HandlerOptions(retry=retry, timeout=validation.seconds(timeout, "timeout"))
 
     def register(function: F) -> F:
         existing = _registry.get(lane)
@@ -34,6 +59,7 @@ def handler(lane: str) -> Callable[[F], F]:
                 f"cannot also register {_qualified(function)}"
             )
         _registry[lane] = function
+        _options[lane] = options
         return function
 
     return register
@@ -44,9 +70,15 @@ def registered() -> dict[str, HandlerFunction]:
     return dict(_registry)
 
 
+def options(lane: str) -> HandlerOptions:
+    """The retry and timeout defaults registered with ``lane``'s handler."""
+    return _options.get(lane, NO_OPTIONS)
+
+
 def unregister(lane: str) -> None:
     """Forget ``lane``'s handler (for tests)."""
     _registry.pop(lane, None)
+    _options.pop(lane, None)
 
 
 def autodiscover() -> None:

@@ -21,9 +21,10 @@ REASONED = (Outcome.FAILED.value, Outcome.INTERRUPTED.value)
 class Job(models.Model):
     """One unit of work, named by its caller-chosen ``job_id``.
 
-    ``id`` is the enqueue order. ``ready`` marks the jobs a claim may take: the head of a
-    queue with nothing running, and queued jobs with a recorded cancellation. The store
-    keeps it true while holding the queue's row lock; the claim index covers only these rows.
+    ``position`` is the job's place in enqueue order (its ``id``, or for a delayed job the
+    next id once it is due). ``ready`` marks the jobs a claim may take: the head of a queue
+    with nothing running, and queued jobs with a recorded cancellation. The store keeps it
+    true while holding the queue's row lock; the claim index covers only these rows.
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -49,6 +50,13 @@ class Job(models.Model):
     enqueued_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     settled_at = models.DateTimeField(null=True, blank=True)
+    position = models.BigIntegerField(null=True, blank=True)
+    run_after = models.DateTimeField(null=True, blank=True)
+    delayed = models.BooleanField(default=False)
+    retry_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.BigIntegerField(default=0)
+    retry_policy = StrictJSONField(null=True, blank=True)
+    timeout = models.FloatField(null=True, blank=True)
 
     objects = JobManager()
 
@@ -76,7 +84,11 @@ class Job(models.Model):
                 name="watchdog_job_settled_has_outcome",
             ),
             models.CheckConstraint(
-                condition=(Q(outcome__in=REASONED) & Q(failure_reason__isnull=False))
+                # outcome IS NOT NULL: with a NULL outcome "outcome IN (...)" is NULL, and a
+                # NULL check passes, so a queued row could carry a reason.
+                condition=Q(
+                    outcome__isnull=False, outcome__in=REASONED, failure_reason__isnull=False
+                )
                 | (~Q(outcome__in=REASONED) | Q(outcome__isnull=True))
                 & Q(failure_reason__isnull=True),
                 name="watchdog_job_reason_iff_failed",
@@ -106,6 +118,24 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=Q(ready=False) | Q(state=QUEUED), name="watchdog_job_ready_is_queued"
             ),
+            models.CheckConstraint(
+                condition=Q(delayed=False, position__isnull=False)
+                | Q(
+                    delayed=True,
+                    state=QUEUED,
+                    ready=False,
+                    position__isnull=True,
+                    run_after__isnull=False,
+                ),
+                name="watchdog_job_delayed_unpositioned",
+            ),
+            models.CheckConstraint(
+                condition=Q(attempts__gte=0), name="watchdog_job_attempts_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(timeout__isnull=True) | Q(timeout__gt=0),
+                name="watchdog_job_timeout_positive",
+            ),
             # SPEC §4.2 in the database: at most one running job per queue.
             models.UniqueConstraint(
                 fields=("queue",),
@@ -116,18 +146,34 @@ class Job(models.Model):
         indexes = (
             # Claim: the best ready job, all lanes or one lane.
             models.Index(
-                fields=["-priority", "id"], condition=Q(ready=True), name="watchdog_job_claim"
+                fields=["-priority", "position"],
+                condition=Q(ready=True),
+                name="watchdog_job_claim",
             ),
             models.Index(
-                fields=["lane", "-priority", "id"],
+                fields=["lane", "-priority", "position"],
                 condition=Q(ready=True),
                 name="watchdog_job_claim_lane",
             ),
-            # Queue head: the best queued job of one queue.
+            # Queue head: the best queued job of one queue, a retry pinned at its head, and
+            # the ready job a newly enqueued head displaces.
             models.Index(
-                fields=["queue", "-priority", "id"],
-                condition=Q(state=QUEUED),
+                fields=["queue", "-priority", "position"],
+                condition=Q(state=QUEUED, delayed=False),
                 name="watchdog_job_head",
+            ),
+            models.Index(
+                fields=["queue"],
+                condition=Q(state=QUEUED, retry_at__isnull=False),
+                name="watchdog_job_retrying",
+            ),
+            models.Index(fields=["queue"], condition=Q(ready=True), name="watchdog_job_ready"),
+            # Delayed jobs and retries coming due.
+            models.Index(fields=["run_after"], condition=Q(delayed=True), name="watchdog_job_due"),
+            models.Index(
+                fields=["retry_at"],
+                condition=Q(state=QUEUED, retry_at__isnull=False),
+                name="watchdog_job_retry_due",
             ),
             # Settled feed: positions of settled rows, and the first pending position.
             models.Index(
@@ -150,7 +196,7 @@ class Job(models.Model):
             ),
             models.Index(
                 fields=["id"],
-                condition=Q(feed_position__isnull=True),
+                condition=Q(feed_position__isnull=True, delayed=False),
                 name="watchdog_job_unpositioned",
             ),
             # fail_lane, recovery and the admin's per-queue views.
@@ -166,6 +212,13 @@ class Job(models.Model):
                 fields=["queue", "-settled_at", "-id"],
                 condition=Q(state=SETTLED),
                 name="watchdog_job_queue_settled",
+            ),
+            # The admin's outcome (and outcome + lane) filters: the few jobs that did not
+            # complete, found without scanning the completed ones.
+            models.Index(
+                fields=["outcome", "lane", "-id"],
+                condition=Q(state=SETTLED) & ~Q(outcome=Outcome.COMPLETED.value),
+                name="watchdog_job_unsuccessful",
             ),
         )
 

@@ -6,6 +6,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from .errors import InvalidInput
@@ -130,10 +131,33 @@ def cursor(value: object) -> int:
     if not isinstance(value, str):
         raise InvalidInput("after", f"must be a cursor str or None, not {type(value).__name__}")
     prefix, _, number = value.partition(":")
-    if prefix != "f1" or not number.isdigit() or len(number) > 19:
+    # isascii(): str.isdigit() also accepts "²" and "١", which int() rejects or reads oddly.
+    if prefix != "f1" or not (number.isascii() and number.isdigit()) or len(number) > 19:
         raise InvalidInput("after", f"{value[:40]!r} is not a settled-feed cursor")
     return int(number)
 
 
 def encode_cursor(position: int) -> str:
     return f"f1:{position}"
+
+
+def aware_datetime(value: object, field: str) -> datetime | None:
+    """``None`` or a timezone-aware datetime (a naive one is ambiguous across machines)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInput(field, f"must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(field, "must be timezone-aware (a naive datetime is ambiguous)")
+    return value
+
+
+def seconds(value: object, field: str, *, maximum: float = 7 * 86400) -> float | None:
+    """``None`` or a positive number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(field, f"must be a number of seconds, not {type(value).__name__}")
+    if not (0 < value <= maximum) or not math.isfinite(value):
+        raise InvalidInput(field, f"must be more than 0 and at most {maximum} seconds, got {value}")
+    return float(value)

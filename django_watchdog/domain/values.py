@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .states import Outcome
@@ -72,7 +73,9 @@ class ClaimResult:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SettleResult:
-    status: Literal["settled", "replayed", "conflict", "missing"]
+    """``retrying``: the failure went back to its queue's head to run again at ``retry_at``."""
+
+    status: Literal["settled", "retrying", "replayed", "conflict", "missing"]
     job: Job | None = None
 
 
@@ -90,6 +93,8 @@ class Decision:
     failure_reason: str | None = None
     result: Any = None
     traceback: str | None = None
+    #: When set on a failure, the job waits at its queue's head and runs again then.
+    retry_at: datetime | None = None
 
     @classmethod
     def completed(cls, result: Any = None) -> Decision:

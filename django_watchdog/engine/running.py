@@ -27,8 +27,13 @@ class RunningJob:
         self.recovery_count: int = job.recovery_count
         self.enqueued_at: datetime = job.enqueued_at
         self.started_at: datetime | None = job.started_at
+        self.attempts: int = job.attempts
         self.worker_id = worker_id
         self.claim_token = claim_token
+        #: Monotonic time at which ``cancel_requested`` turns on, for a job with a timeout.
+        self.deadline: float | None = None
+        #: Set when the worker gave up on this run (timeout): its result is discarded.
+        self.abandoned = False
         self._cancel = threading.Event()
         if job.cancellation_id is not None:
             self._cancel.set()

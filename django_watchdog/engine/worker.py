@@ -4,9 +4,10 @@ Threads, not processes: a handler mostly waits on I/O, each thread keeps its own
 connection, and a claim or settle is one short transaction. Run more worker processes (on
 one machine or many) for CPU-bound handlers or more throughput.
 
-Threads of one worker: the caller's (claims, recovery, shutdown), one heartbeat thread
-(liveness and cancellation intents), one waker thread (NOTIFY or SQLite commit polling),
-and ``concurrency`` job threads.
+Threads of one worker: the caller's (claims, recovery, due jobs, timeouts, shutdown), one
+heartbeat thread (liveness and cancellation intents), one waker thread (NOTIFY or SQLite
+commit polling), and up to ``concurrency`` job threads. A job thread settles its job and
+claims the next in the same transaction, and runs jobs until none is ready.
 """
 
 from __future__ import annotations
@@ -17,16 +18,20 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import DatabaseError
 
+from .. import handlers as registry
 from ..conf import setting
 from ..domain import decisions
 from ..domain.errors import WatchdogError
-from ..domain.values import Decision, SettleResult
+from ..domain.retries import RetryPolicy
+from ..domain.states import Outcome
+from ..domain.values import ClaimResult, Decision, SettleResult
+from ..store.claims import Partition
 from ..store.worker_store import WorkerStore
 from . import events, liveness
 from .clock import Clock, SystemClock
@@ -56,6 +61,7 @@ class WorkerOptions:
     heartbeat_interval: float | None = None
     worker_timeout: float | None = None
     shutdown_grace: float | None = None
+    timeout_grace: float | None = None
 
     def timing(self, name: str) -> float:
         value = getattr(self, name)
@@ -99,18 +105,19 @@ class WatchdogWorker:
             if (not options.lanes or lane in options.lanes) and lane not in options.exclude_lanes
         }
         self.lanes = tuple(sorted(self.handlers))
+        self.partition = Partition(lanes=self.lanes)
         self.wake = threading.Event()
         self._stopping = threading.Event()
-        self._running: dict[str, tuple[RunningJob, Future[None]]] = {}
+        self._running: dict[str, RunningJob] = {}
         self._running_lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._threads = False
         self._waker: Waker | None = None
         self._heart: threading.Thread | None = None
         self._next_recovery = 0.0
         self._warned_lanes: set[str] = set()
         self._backoff = Backoff()
-        self.exhausted = False  # the last claim found no ready job
         self._claim_failed = False  # a claim's commit may have succeeded unseen
+        self.exhausted = False  # the last claim found no ready job
         self.abandoned: list[str] = []
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -120,10 +127,8 @@ class WatchdogWorker:
         self._retrying(self._register)
         self._retrying(self.recover)
         self._retrying(self.report_unserved_lanes)
+        self._threads = threads
         if threads:
-            self._executor = ThreadPoolExecutor(
-                max_workers=self.options.concurrency, thread_name_prefix="watchdog-job"
-            )
             self._heart = threading.Thread(
                 target=self._heartbeat_loop, name="watchdog-heartbeat", daemon=True
             )
@@ -145,7 +150,7 @@ class WatchdogWorker:
                     break
                 if started and not self.exhausted and self.free_slots():
                     continue  # ready work remains: claim again without sleeping
-                self.wake.wait(timeout=self.options.timing("poll_interval"))
+                self.wake.wait(timeout=self._idle_wait())
                 self.wake.clear()
         finally:
             self.shutdown()
@@ -168,6 +173,7 @@ class WatchdogWorker:
         while self.running_count() and self.clock.monotonic() < deadline:
             self.wake.wait(timeout=min(0.1, max(0.0, deadline - self.clock.monotonic())))
             self.wake.clear()
+            self._retrying(self.enforce_timeouts)
         with self._running_lock:
             self.abandoned = sorted(self._running)
         if self.abandoned:
@@ -186,85 +192,76 @@ class WatchdogWorker:
             events.log(
                 logging.WARNING, "deregister_failed", worker=self.worker_id, error=repr(error)
             )
-        if self._executor is not None:
-            self._executor.shutdown(wait=not self.abandoned, cancel_futures=True)
         events.log(logging.INFO, "worker_stopped", worker=self.worker_id)
 
     # -- one step ----------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Recover if due, then claim into every free slot; return how many jobs started.
+        """Recover and promote due jobs if needed, then claim into every free slot.
 
-        Without job threads (``start(threads=False)``) each claimed job runs to settlement
-        here, one at a time: the step-by-step mode tests use.
+        Returns how many jobs started (or settled cancelled). Without job threads
+        (``start(threads=False)``) each claimed job runs to settlement here, one at a
+        time: the step-by-step mode tests use.
         """
         if self.clock.monotonic() >= self._next_recovery:
             self.recover()
         if self._claim_failed:
             self._release_orphans()
+        self.enforce_timeouts()
+        self.store.promote_due(now=self.clock.now())
         started = 0
         self.exhausted = False
         while self.free_slots() and not self._stopping.is_set():
             try:
-                result = self.store.claim(
-                    lanes=self.lanes, exclude_lanes=(), worker_id=self.worker_id
-                )
+                result = self.store.claim(self.partition, worker_id=self.worker_id)
             except DatabaseError:
                 self._claim_failed = True
                 raise
             except WatchdogError as error:
-                events.log(
-                    logging.ERROR,
-                    "claim_skipped",
-                    job_id=error.job_id,
-                    kind=error.kind,
-                    error=str(error),
-                )
+                self._log_skipped(error)
                 continue
-            if result.status == "none" or result.job is None:
+            running = self._accept(result)
+            if running is None and result.status == "none":
                 self.exhausted = True
                 break
-            job = result.job
-            if result.status == "cancelled":
-                events.log(
-                    logging.INFO,
-                    "settle",
-                    job_id=job.job_id,
-                    queue=job.queue,
-                    lane=job.lane,
-                    outcome="cancelled",
-                    ran=False,
-                )
-                started += 1
-                continue
-            assert result.claim_token is not None
-            running = RunningJob(job, claim_token=result.claim_token, worker_id=self.worker_id)
-            events.log(
-                logging.DEBUG,
-                "claim",
-                job_id=job.job_id,
-                queue=job.queue,
-                lane=job.lane,
-                priority=job.priority,
-                recovery_count=job.recovery_count,
-            )
             started += 1
-            self._dispatch(running)
+            if running is not None:
+                self._dispatch(running)
         self._backoff.succeeded()
         return started
 
-    def _release_orphans(self) -> None:
-        with self._running_lock:
-            known = list(self._running)
-        for job_id in self.store.release_orphans(self.worker_id, known):
+    def _accept(self, result: ClaimResult) -> RunningJob | None:
+        """The job a claim handed out, ready to run; ``None`` if it was settled cancelled."""
+        job = result.job
+        if job is None:
+            return None
+        if result.status == "cancelled":
             events.log(
-                logging.WARNING,
-                "claim_released",
-                job_id=job_id,
-                worker=self.worker_id,
-                why="claim committed while the connection failed; handler never ran",
+                logging.INFO,
+                "settle",
+                job_id=job.job_id,
+                queue=job.queue,
+                lane=job.lane,
+                outcome="cancelled",
+                ran=False,
             )
-        self._claim_failed = False
+            return None
+        assert result.claim_token is not None
+        running = RunningJob(job, claim_token=result.claim_token, worker_id=self.worker_id)
+        timeout = job.timeout or registry.options(job.lane).timeout
+        if timeout is not None:
+            running.deadline = self.clock.monotonic() + timeout
+        events.log(
+            logging.DEBUG,
+            "claim",
+            job_id=job.job_id,
+            queue=job.queue,
+            lane=job.lane,
+            priority=job.priority,
+            attempt=job.attempts,
+            recovery_count=job.recovery_count,
+        )
+        return running
 
     def free_slots(self) -> int:
         return max(0, self.options.concurrency - self.running_count())
@@ -275,29 +272,67 @@ class WatchdogWorker:
 
     def running_jobs(self) -> list[RunningJob]:
         with self._running_lock:
-            return [running for running, _ in self._running.values()]
+            return list(self._running.values())
+
+    def _idle_wait(self) -> float:
+        """How long an idle main loop may sleep: the poll interval, or until something is due."""
+        wait = self.options.timing("poll_interval")
+        deadlines = [r.deadline for r in self.running_jobs() if r.deadline is not None]
+        if deadlines:
+            wait = min(wait, max(0.0, min(deadlines) - self.clock.monotonic()))
+        if self.exhausted:
+            try:
+                due = self.store.next_due()
+            except DatabaseError:
+                due = None
+            if due is not None:
+                wait = min(wait, max(0.0, (due - self.clock.now()).total_seconds()))
+        return wait
 
     # -- execution ---------------------------------------------------------------------
 
     def _dispatch(self, running: RunningJob) -> None:
-        if self._executor is None:
-            self._execute(running)
+        if not self._threads:
+            self._run_chain(running)
             return
-        future: Future[None] = Future()
         with self._running_lock:
-            self._running[running.job_id] = (running, future)
-        self._executor.submit(self._execute_tracked, running, future)
+            self._running[running.job_id] = running
+        thread = threading.Thread(
+            target=self._job_thread, args=(running,), name="watchdog-job", daemon=True
+        )
+        thread.start()
 
-    def _execute_tracked(self, running: RunningJob, future: Future[None]) -> None:
+    def _job_thread(self, first: RunningJob) -> None:
         try:
-            self._execute(running)
+            self._run_chain(first, tracked=True)
         finally:
-            with self._running_lock:
-                self._running.pop(running.job_id, None)
-            future.set_result(None)
+            self.store.release_connection()
             self.wake.set()
 
-    def _execute(self, running: RunningJob) -> None:
+    def _run_chain(self, first: RunningJob, *, tracked: bool = False) -> None:
+        """Run ``first``, then each job claimed along with the previous settle."""
+        current: RunningJob | None = first
+        while current is not None:
+            claim_next = self.partition if self._threads and not self._stopping.is_set() else None
+            outcome = self._execute(current, claim_next)
+            if tracked:
+                with self._running_lock:
+                    if self._running.get(current.job_id) is current:
+                        del self._running[current.job_id]
+            current = None
+            if isinstance(outcome, WatchdogError):
+                self._log_skipped(outcome)
+            elif outcome is not None:
+                current = self._accept(outcome)
+                if current is not None and tracked:
+                    with self._running_lock:
+                        self._running[current.job_id] = current
+            if tracked:
+                self.wake.set()
+
+    def _execute(
+        self, running: RunningJob, claim_next: Partition | None
+    ) -> ClaimResult | WatchdogError | None:
         """Run the lane's handler and settle its decision; never raises."""
         started = self.clock.monotonic()
         handler = self.handlers[running.lane]
@@ -305,37 +340,114 @@ class WatchdogWorker:
         try:
             value = handler(running)
         except BaseException as error:  # noqa: BLE001 - every failure is the job's outcome
-            decision = decisions.from_exception(error)
-            if decision.traceback:
-                events.log(
-                    logging.WARNING,
-                    "handler_raised",
-                    job_id=running.job_id,
-                    queue=running.queue,
-                    lane=running.lane,
-                    reason=decision.failure_reason or type(error).__name__,
-                )
-                logging.getLogger("django_watchdog.handler").warning(
-                    "job %s raised:\n%s", running.job_id, decision.traceback
-                )
+            decision = self._decide_failure(running, error)
         else:
             decision, warning = decisions.from_return(value)
+        if running.abandoned:
+            events.log(
+                logging.WARNING,
+                "abandoned_run_returned",
+                job_id=running.job_id,
+                queue=running.queue,
+                lane=running.lane,
+                discarded=decision.outcome.value,
+            )
+            return None
         if warning:
             events.log(logging.WARNING, "result_dropped", job_id=running.job_id, detail=warning)
-        settled = self._settle(running, decision)
-        duration = self.clock.monotonic() - started
-        if settled.status in ("settled", "replayed") and settled.job is not None:
-            outcome = settled.job.outcome
-            level = logging.INFO if outcome in ("failed", "interrupted") else logging.DEBUG
+        settled, claimed = self._settle(running, decision, claim_next)
+        self._log_settle(running, decision, settled, self.clock.monotonic() - started)
+        return claimed
+
+    def _decide_failure(self, running: RunningJob, error: BaseException) -> Decision:
+        decision = decisions.from_exception(error)
+        policy = self._retry_policy(running)
+        if (
+            decision.outcome == Outcome.FAILED
+            and policy is not None
+            and policy.retries(error, running.attempts)
+            and not running.cancel_requested
+        ):
+            delay = policy.delay(running.attempts)
+            decision = Decision(
+                outcome=Outcome.FAILED,
+                failure_reason=decision.failure_reason,
+                traceback=decision.traceback,
+                retry_at=self.clock.now() + timedelta(seconds=delay),
+            )
+        events.log(
+            logging.WARNING,
+            "handler_raised",
+            job_id=running.job_id,
+            queue=running.queue,
+            lane=running.lane,
+            attempt=running.attempts,
+            reason=decision.failure_reason or type(error).__name__,
+            retry_at=decision.retry_at.isoformat() if decision.retry_at else None,
+        )
+        logging.getLogger("django_watchdog.handler").warning(
+            "job %s raised:\n%s", running.job_id, decision.traceback
+        )
+        return decision
+
+    def _retry_policy(self, running: RunningJob) -> RetryPolicy | None:
+        stored = running.model.retry_policy
+        if stored is not None:
+            try:
+                return RetryPolicy.from_json(stored)
+            except WatchdogError as error:
+                events.log(
+                    logging.ERROR, "retry_policy_invalid", job_id=running.job_id, error=str(error)
+                )
+                return None
+        return registry.options(running.lane).retry
+
+    def _settle(
+        self, running: RunningJob, decision: Decision, claim_next: Partition | None
+    ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
+        """Settle with the claim token, retrying through database outages (it is idempotent)."""
+        backoff = Backoff()
+        while True:
+            try:
+                return self.store.settle(
+                    running.job_id,
+                    running.claim_token,
+                    decision,
+                    claim_next=claim_next,
+                    worker_id=self.worker_id,
+                )
+            except DatabaseError as error:
+                if claim_next is not None:
+                    self._claim_failed = True
+                delay = backoff.failed()
+                events.log(
+                    logging.WARNING,
+                    "store_unavailable",
+                    action="settle",
+                    job_id=running.job_id,
+                    error=repr(error),
+                    retry_in_s=delay,
+                )
+                self.store.release_connection()
+                threading.Event().wait(delay)
+
+    def _log_settle(
+        self, running: RunningJob, decision: Decision, settled: SettleResult, duration: float
+    ) -> None:
+        job = settled.job
+        if settled.status in ("settled", "replayed", "retrying") and job is not None:
+            outcome = job.outcome or "retrying"
+            quiet = outcome in ("completed", "cancelled")
             events.log(
-                level,
+                logging.DEBUG if quiet else logging.INFO,
                 "settle",
                 job_id=running.job_id,
                 queue=running.queue,
                 lane=running.lane,
                 outcome=outcome,
-                reason=settled.job.failure_reason,
+                reason=job.failure_reason,
                 duration_s=duration,
+                retry_at=job.retry_at.isoformat() if job.retry_at else None,
             )
         else:
             events.log(
@@ -349,24 +461,47 @@ class WatchdogWorker:
                 duration_s=duration,
             )
 
-    def _settle(self, running: RunningJob, decision: Decision) -> SettleResult:
-        """Settle with the claim token, retrying through database outages (it is idempotent)."""
-        backoff = Backoff()
-        while True:
-            try:
-                return self.store.settle(running.job_id, running.claim_token, decision)
-            except DatabaseError as error:
-                delay = backoff.failed()
+    def _log_skipped(self, error: WatchdogError) -> None:
+        events.log(
+            logging.ERROR, "claim_skipped", job_id=error.job_id, kind=error.kind, error=str(error)
+        )
+
+    # -- timeouts ------------------------------------------------------------------------
+
+    def enforce_timeouts(self) -> None:
+        """Past a job's deadline turn ``cancel_requested`` on; past the grace, give up on it.
+
+        Giving up settles the job ``outcome_unknown`` (the handler may still be changing
+        things) and frees its slot; the abandoned thread's eventual result is discarded.
+        """
+        now = self.clock.monotonic()
+        grace = self.options.timing("timeout_grace")
+        for running in self.running_jobs():
+            if running.deadline is None or now < running.deadline:
+                continue
+            if not running.cancel_requested:
                 events.log(
                     logging.WARNING,
-                    "store_unavailable",
-                    action="settle",
+                    "timeout",
                     job_id=running.job_id,
-                    error=repr(error),
-                    retry_in_s=delay,
+                    queue=running.queue,
+                    lane=running.lane,
                 )
-                self.store.release_connection()
-                threading.Event().wait(delay)
+                running.request_cancel()
+            if now >= running.deadline + grace and not running.abandoned:
+                running.abandoned = True
+                timeout = running.model.timeout or registry.options(running.lane).timeout
+                decision = Decision(
+                    outcome=Outcome.OUTCOME_UNKNOWN,
+                    traceback=f"Timed out after {timeout} s and did not stop within "
+                    f"{grace} s; the run was abandoned while still executing.",
+                )
+                settled, _ = self.store.settle(running.job_id, running.claim_token, decision)
+                with self._running_lock:
+                    self._running.pop(running.job_id, None)
+                self._log_settle(
+                    running, decision, settled, now - (running.deadline - (timeout or 0))
+                )
 
     # -- liveness and recovery -----------------------------------------------------------
 
@@ -421,7 +556,7 @@ class WatchdogWorker:
         self.store.release_connection()
 
     def recover(self) -> None:
-        """Reconcile claims whose worker disappeared (SPEC §4.8); report lanes nobody serves."""
+        """Reconcile claims whose worker disappeared (SPEC §4.8)."""
         timeout = self.options.timing("worker_timeout")
         now = self.clock.now()
         dead = liveness.dead_local_workers(
@@ -465,6 +600,19 @@ class WatchdogWorker:
                     logging.WARNING, "lane_without_handler", lane=lane, worker=self.worker_id
                 )
         return unserved
+
+    def _release_orphans(self) -> None:
+        with self._running_lock:
+            known = list(self._running)
+        for job_id in self.store.release_orphans(self.worker_id, known):
+            events.log(
+                logging.WARNING,
+                "claim_released",
+                job_id=job_id,
+                worker=self.worker_id,
+                why="claim committed while the connection failed; handler never ran",
+            )
+        self._claim_failed = False
 
     # -- faults --------------------------------------------------------------------------
 

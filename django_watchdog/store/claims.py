@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -18,162 +19,282 @@ from ..domain import states
 from ..domain.errors import WatchdogError
 from ..domain.states import Outcome, State
 from ..domain.validation import REASON_MAX
-from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
-from . import heads, vendor
+from ..domain.values import ClaimResult, Decision, QueueHead, ReconcileResult, SettleResult
+from . import heads, rows, vendor
 
 if TYPE_CHECKING:
-    from ..models import Job
+    pass
 
-CLAIM_ATTEMPTS = 8
+CLAIM_ATTEMPTS = 4
 
-SELECT_READY_POSTGRES = """
-SELECT j.id, j.queue, j.cancellation_id
-  FROM watchdog_job j
-  JOIN watchdog_queue q ON q.name = j.queue
- WHERE j.ready AND {lanes}
- ORDER BY j.priority DESC, j.id ASC
- LIMIT 1
-   FOR UPDATE OF q SKIP LOCKED
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Partition:
+    """The lanes a worker serves: only ``lanes`` (if any), never ``exclude_lanes``."""
+
+    lanes: tuple[str, ...] = ()
+    exclude_lanes: tuple[str, ...] = ()
+
+
+DUE = "(j.retry_at IS NULL OR j.retry_at <= %s OR j.cancellation_id IS NOT NULL)"
+
+CLAIM_POSTGRES = f"""
+WITH candidate AS (
+    SELECT j.id, j.cancellation_id IS NOT NULL AS cancelled
+      FROM watchdog_job j
+      JOIN watchdog_queue q ON q.name = j.queue
+     WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE}
+     ORDER BY j.priority DESC, j.position ASC
+     LIMIT 1
+       FOR UPDATE OF q SKIP LOCKED
+)
+UPDATE watchdog_job AS job SET
+    state = CASE WHEN candidate.cancelled THEN 'settled' ELSE 'running' END,
+    outcome = CASE WHEN candidate.cancelled THEN 'cancelled' END,
+    ready = FALSE,
+    claim_token = CASE WHEN candidate.cancelled THEN NULL ELSE %s END,
+    claimed_by = CASE WHEN candidate.cancelled THEN NULL ELSE %s END,
+    started_at = CASE WHEN candidate.cancelled THEN job.started_at ELSE %s END,
+    settled_at = CASE WHEN candidate.cancelled THEN %s END,
+    attempts = CASE WHEN candidate.cancelled THEN job.attempts ELSE job.attempts + 1 END,
+    retry_at = NULL
+  FROM candidate
+ WHERE job.id = candidate.id AND job.ready = <TRUE> AND job.state = 'queued'
+RETURNING <job.COLUMNS>
 """
-
-SELECT_READY_SQLITE = """
-SELECT j.id, j.queue, j.cancellation_id
-  FROM watchdog_job j
- WHERE j.ready AND {lanes}
- ORDER BY j.priority DESC, j.id ASC
+ANY_READY = f"SELECT 1 FROM watchdog_job j WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} LIMIT 1"
+SELECT_READY_SQLITE = f"""
+SELECT j.id, j.cancellation_id IS NOT NULL FROM watchdog_job j
+ WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE}
+ ORDER BY j.priority DESC, j.position ASC
  LIMIT 1
 """
+RUN_SQLITE = """
+UPDATE watchdog_job SET state = 'running', ready = FALSE, claim_token = %s, claimed_by = %s,
+       started_at = %s, attempts = attempts + 1, retry_at = NULL
+ WHERE id = %s AND ready = <TRUE> AND state = 'queued'
+RETURNING <COLUMNS>
+"""
+SETTLE_CANCELLED_SQLITE = """
+UPDATE watchdog_job SET state = 'settled', outcome = 'cancelled', ready = FALSE,
+       settled_at = %s, retry_at = NULL
+ WHERE id = %s AND ready = <TRUE> AND state = 'queued'
+RETURNING <COLUMNS>
+"""
+SETTLE = """
+UPDATE watchdog_job SET
+    state = 'settled',
+    outcome = CASE WHEN cancellation_id IS NULL THEN %s ELSE 'cancelled' END,
+    failure_reason = CASE WHEN cancellation_id IS NULL THEN %s END,
+    result = %s,
+    traceback = %s,
+    settled_at = %s
+ WHERE job_id = %s AND state = 'running' AND claim_token = %s
+RETURNING <COLUMNS>
+"""
+RETRY = """
+UPDATE watchdog_job SET
+    state = CASE WHEN cancellation_id IS NULL THEN 'queued' ELSE 'settled' END,
+    outcome = CASE WHEN cancellation_id IS NULL THEN NULL ELSE 'cancelled' END,
+    claim_token = CASE WHEN cancellation_id IS NULL THEN NULL ELSE claim_token END,
+    claimed_by = CASE WHEN cancellation_id IS NULL THEN NULL ELSE claimed_by END,
+    retry_at = CASE WHEN cancellation_id IS NULL THEN %s END,
+    ready = cancellation_id IS NULL,
+    traceback = %s,
+    settled_at = CASE WHEN cancellation_id IS NULL THEN NULL ELSE %s END
+ WHERE job_id = %s AND state = 'running' AND claim_token = %s
+RETURNING <COLUMNS>
+"""
+PRIOR = "SELECT state, outcome, claim_token, cancellation_id FROM watchdog_job WHERE job_id = %s"
 
 
 def new_claim_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def claim(
-    using: str,
-    *,
-    lanes: Sequence[str] = (),
-    exclude_lanes: Sequence[str] = (),
-    worker_id: str | None = None,
-) -> ClaimResult:
-    """Take the best ready job of the lane partition: run it, or settle it if cancelled.
+def claim(using: str, partition: Partition, *, worker_id: str | None = None) -> ClaimResult:
+    """Take the best ready job of the partition: run it, or settle it if it was cancelled.
 
     On PostgreSQL the candidate's queue row is locked with SKIP LOCKED, so concurrent
     claimers spread over queues instead of waiting on each other.
     """
-    postgres = vendor.is_postgres(using)
-    predicate, params = vendor.lane_predicate("j.lane", lanes, exclude_lanes)
-    sql = (SELECT_READY_POSTGRES if postgres else SELECT_READY_SQLITE).format(lanes=predicate)
     for _ in range(CLAIM_ATTEMPTS):
         with transaction.atomic(using=using):
-            rows = vendor.fetch(using, sql, params)
-            if not rows:
-                return ClaimResult(status="none")
-            pk, queue, cancellation_id = rows[0]
-            result = _take(
-                using, pk, queue, cancelled=cancellation_id is not None, worker_id=worker_id
-            )
+            result = _claim_once(using, partition, worker_id)
         if result is not None:
             if isinstance(result, WatchdogError):
                 raise result
             return result
+        if not _any_ready(using, partition):
+            break
     return ClaimResult(status="none")
 
 
-def _take(
-    using: str, pk: int, queue: str, *, cancelled: bool, worker_id: str | None
-) -> ClaimResult | WatchdogError | None:
-    """Move one ready job on, under its queue's lock; ``None`` if it changed meanwhile."""
-    from ..models import Job
+def _lanes(partition: Partition) -> tuple[str, list[str]]:
+    return vendor.lane_predicate("j.lane", partition.lanes, partition.exclude_lanes)
 
-    jobs = Job.objects.using(using)
-    now = timezone.now()
-    if cancelled:
-        changed = jobs.filter(pk=pk, state=State.QUEUED, ready=True).update(
-            state=State.SETTLED, outcome=Outcome.CANCELLED, ready=False, settled_at=now
-        )
-        if not changed:
-            return None
-        head, wake = heads.refresh(using, queue)
-        if wake is not None:
-            vendor.notify(using, wake)
-        job = jobs.get(pk=pk)
-        heads.announce(queue, head, job)
-        return ClaimResult(status="cancelled", job=job)
+
+def _any_ready(using: str, partition: Partition) -> bool:
+    predicate, params = _lanes(partition)
+    now = vendor.param_datetime(using, timezone.now())
+    return bool(vendor.fetch(using, ANY_READY.format(lanes=predicate), (*params, now)))
+
+
+def claim_statement(
+    using: str, partition: Partition, *, token: str = "", worker_id: str | None = None
+) -> tuple[str, list[Any]]:
+    """The statement that picks (PostgreSQL: and takes) the best ready job, with its params.
+
+    The index test EXPLAINs exactly this, so a refactor cannot silently make claims scan.
+    """
+    predicate, params = _lanes(partition)
+    at = vendor.param_datetime(using, timezone.now())
+    if vendor.is_postgres(using):
+        sql = vendor.render(using, CLAIM_POSTGRES.format(lanes=predicate))
+        return sql, [*params, at, token, worker_id, at, at]
+    return vendor.render(using, SELECT_READY_SQLITE.format(lanes=predicate)), [*params, at]
+
+
+def _claim_once(
+    using: str, partition: Partition, worker_id: str | None
+) -> ClaimResult | WatchdogError | None:
+    """One claim inside the caller's transaction; ``None`` when no ready job was taken."""
+    at = vendor.param_datetime(using, timezone.now())
     token = new_claim_token()
-    changed = jobs.filter(pk=pk, state=State.QUEUED, ready=True, cancellation_id=None).update(
-        state=State.RUNNING, ready=False, claim_token=token, claimed_by=worker_id, started_at=now
-    )
-    if not changed:
-        return None
-    head = heads.read(using, queue)
+    sql, params = claim_statement(using, partition, token=token, worker_id=worker_id)
+    found: list[tuple[Any, ...]] = []
     try:
-        job = jobs.get(pk=pk)
+        if vendor.is_postgres(using):
+            found = vendor.fetch(using, sql, params)
+        else:
+            candidate = vendor.fetch(using, sql, params)
+            if not candidate:
+                return None
+            pk, cancelled = candidate[0]
+            if cancelled:
+                found = vendor.fetch(using, SETTLE_CANCELLED_SQLITE, (at, pk))
+            else:
+                found = vendor.fetch(using, RUN_SQLITE, (token, worker_id, at, pk))
+        if not found:
+            return None
+        job = rows.to_job(using, found[0])
     except WatchdogError as error:
-        # The row was edited into something we cannot decode: settle it failed so the
-        # worker moves on, and report it for this job only.
-        reason = f"Job row does not decode: {error}"[:REASON_MAX]
-        jobs.filter(pk=pk, state=State.RUNNING, claim_token=token).update(
-            state=State.SETTLED, outcome=Outcome.FAILED, failure_reason=reason, settled_at=now
+        if found and error.kind == "store_unavailable":
+            return _quarantine(using, found[0], error)
+        raise
+    if job.state == State.SETTLED:
+        head = heads.refresh(using, job.queue)
+        heads.announce(job.queue, head, job, using=using)
+        return ClaimResult(status="cancelled", job=job)
+    if heads.listening():
+        head = QueueHead(
+            state="running",
+            job_id=job.job_id,
+            cancellation_requested=job.cancellation_id is not None,
         )
-        head, wake = heads.refresh(using, queue)
-        if wake is not None:
-            vendor.notify(using, wake)
-        return error
-    heads.announce(queue, head)
+        heads.announce(job.queue, head, using=using)
     return ClaimResult(status="claimed", job=job, claim_token=token)
 
 
-def settle(using: str, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
-    """Settle a running job for the holder of its current claim token (fencing)."""
+def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> WatchdogError:
+    """Settle a claimed row we cannot decode ``failed``, so workers move on; report it."""
     from ..models import Job
 
-    jobs = Job.objects.using(using)
+    pk = row[[name for name, _ in rows.job_fields()].index("id")]
+    queue = row[[name for name, _ in rows.job_fields()].index("queue")]
+    reason = f"Job row does not decode: {error}"[:REASON_MAX]
+    Job.objects.using(using).filter(pk=pk, state=State.RUNNING).update(
+        state=State.SETTLED,
+        outcome=Outcome.FAILED,
+        failure_reason=reason,
+        ready=False,
+        settled_at=timezone.now(),
+    )
+    heads.refresh(using, str(queue))
+    return error
+
+
+def settle(
+    using: str,
+    job_id: str,
+    claim_token: str,
+    decision: Decision,
+    *,
+    claim_next: Partition | None = None,
+    worker_id: str | None = None,
+) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
+    """Settle a running job for the holder of its current claim token (fencing).
+
+    A failure with ``retry_at`` goes back to its queue, pinned at the head until then.
+    With ``claim_next``, the next ready job of that partition is claimed in the same
+    transaction (one commit per job for a busy worker); a row that did not decode comes
+    back as the ``WatchdogError`` it raised, already settled ``failed``.
+    """
     with transaction.atomic(using=using):
-        queue = jobs.filter(job_id=job_id).values_list("queue", flat=True).first()
-        if queue is None:
-            return SettleResult(status="missing")
-        vendor.lock_queue(using, queue)
-        prior = (
-            jobs.filter(job_id=job_id)
-            .values_list("pk", "state", "outcome", "claim_token", "cancellation_id")
-            .first()
+        settled = _settle(using, job_id, claim_token, decision)
+        claimed = None
+        if claim_next is not None and settled.status != "missing":
+            claimed = _claim_once(using, claim_next, worker_id)
+    return settled, claimed
+
+
+def _settle(using: str, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
+    queue = vendor.lock_queue_of(using, job_id)
+    if queue is None:
+        return SettleResult(status="missing")
+    now = vendor.param_datetime(using, timezone.now())
+    if decision.retry_at is not None and decision.outcome == Outcome.FAILED:
+        changed = vendor.fetch(
+            using,
+            RETRY,
+            (
+                vendor.param_datetime(using, decision.retry_at),
+                decision.traceback,
+                now,
+                job_id,
+                claim_token,
+            ),
         )
-        if prior is None:
-            return SettleResult(status="missing")
-        pk, state, outcome, token, cancellation_id = prior
-        effective = Outcome.CANCELLED if cancellation_id is not None else decision.outcome
-        if state == State.SETTLED:
-            if token == claim_token and outcome == effective:
-                return SettleResult(status="replayed", job=jobs.get(pk=pk))
-            return SettleResult(status="conflict")
-        if state != State.RUNNING or token != claim_token:
-            return SettleResult(status="conflict")
-        reason = decision.failure_reason if effective == Outcome.FAILED else None
-        if effective == Outcome.FAILED and reason is None:
+    else:
+        reason = decision.failure_reason if decision.outcome == Outcome.FAILED else None
+        if decision.outcome == Outcome.FAILED and not reason:
             reason = "Failed without a reason"
-        changed = jobs.filter(pk=pk, state=State.RUNNING, claim_token=claim_token).update(
-            state=State.SETTLED,
-            outcome=effective,
-            failure_reason=reason,
-            result=decision.result,
-            traceback=decision.traceback,
-            settled_at=timezone.now(),
+        changed = vendor.fetch(
+            using,
+            SETTLE,
+            (
+                decision.outcome.value,
+                reason,
+                vendor.param_json(using, decision.result),
+                decision.traceback,
+                now,
+                job_id,
+                claim_token,
+            ),
         )
-        if not changed:  # pragma: no cover - the queue lock excludes this
-            return SettleResult(status="conflict")
-        return SettleResult(status="settled", job=_after_settle(using, queue, pk))
+    if not changed:
+        return _unchanged(using, job_id, claim_token, decision)
+    job = rows.to_job(using, changed[0])
+    head = heads.refresh(using, queue)
+    if job.state == State.QUEUED:
+        heads.announce(queue, head, using=using)
+        return SettleResult(status="retrying", job=job)
+    heads.announce(queue, head, job, using=using)
+    return SettleResult(status="settled", job=job)
 
 
-def _after_settle(using: str, queue: str, pk: int) -> Job:
+def _unchanged(using: str, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
+    """Why a fenced settle changed nothing: ``replayed``, ``conflict`` or ``missing``."""
     from ..models import Job
 
-    head, wake = heads.refresh(using, queue)
-    if wake is not None:
-        vendor.notify(using, wake)
-    job = Job.objects.using(using).get(pk=pk)
-    heads.announce(queue, head, job)
-    return job
+    prior = vendor.fetch(using, PRIOR, (job_id,))
+    if not prior:
+        return SettleResult(status="missing")
+    state, outcome, token, cancellation_id = prior[0]
+    effective = Outcome.CANCELLED if cancellation_id is not None else decision.outcome
+    if state == State.SETTLED and token == claim_token and outcome == effective:
+        return SettleResult(status="replayed", job=Job.objects.using(using).get(job_id=job_id))
+    return SettleResult(status="conflict")
 
 
 def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
@@ -182,10 +303,9 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
 
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
-        queue = jobs.filter(job_id=job_id).values_list("queue", flat=True).first()
+        queue = vendor.lock_queue_of(using, job_id)
         if queue is None:
             return ReconcileResult(status="missing")
-        vendor.lock_queue(using, queue)
         prior = (
             jobs.filter(job_id=job_id)
             .values_list(
@@ -193,7 +313,7 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
             )
             .first()
         )
-        if prior is None:
+        if prior is None:  # pragma: no cover - the lock query found it
             return ReconcileResult(status="missing")
         pk, state, token, cancellation_id, max_recoveries, recovery_count = prior
         if state != State.RUNNING or token != claim_token:
@@ -204,6 +324,7 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
             and max_recoveries is not None
             and (recovery_count < max_recoveries)
         ):
+            # Back in its old place: same priority and position.
             running.update(
                 state=State.QUEUED,
                 claim_token=None,
@@ -211,10 +332,7 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
                 started_at=None,
                 recovery_count=recovery_count + 1,
             )
-            head, wake = heads.refresh(using, queue)
-            if wake is not None:
-                vendor.notify(using, wake)
-            heads.announce(queue, head)
+            heads.announce(queue, heads.refresh(using, queue), using=using)
             return ReconcileResult(status="requeued", job=jobs.get(pk=pk))
         if cancellation_id is not None:
             outcome, reason = Outcome.CANCELLED, None
@@ -225,7 +343,9 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
         running.update(
             state=State.SETTLED, outcome=outcome, failure_reason=reason, settled_at=timezone.now()
         )
-        return ReconcileResult(status="settled", job=_after_settle(using, queue, pk))
+        job = jobs.get(pk=pk)
+        heads.announce(queue, heads.refresh(using, queue), job, using=using)
+        return ReconcileResult(status="settled", job=job)
 
 
 def release(using: str, job_id: str, claim_token: str) -> bool:
@@ -236,20 +356,17 @@ def release(using: str, job_id: str, claim_token: str) -> bool:
     """
     from ..models import Job
 
-    jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
-        queue = jobs.filter(job_id=job_id).values_list("queue", flat=True).first()
+        queue = vendor.lock_queue_of(using, job_id)
         if queue is None:
             return False
-        vendor.lock_queue(using, queue)
-        changed = jobs.filter(job_id=job_id, state=State.RUNNING, claim_token=claim_token).update(
-            state=State.QUEUED, claim_token=None, claimed_by=None, started_at=None
+        changed = (
+            Job.objects.using(using)
+            .filter(job_id=job_id, state=State.RUNNING, claim_token=claim_token)
+            .update(state=State.QUEUED, claim_token=None, claimed_by=None, started_at=None)
         )
         if changed:
-            head, wake = heads.refresh(using, queue)
-            if wake is not None:
-                vendor.notify(using, wake)
-            heads.announce(queue, head)
+            heads.announce(queue, heads.refresh(using, queue), using=using)
     return bool(changed)
 
 
@@ -257,13 +374,13 @@ def orphaned_claims(using: str, worker_id: str, known: Sequence[str]) -> list[tu
     """(job id, claim token) of jobs running under ``worker_id`` that it does not know of."""
     from ..models import Job
 
-    rows = (
+    found = (
         Job.objects.using(using)
         .filter(state=State.RUNNING, claimed_by=worker_id)
         .exclude(job_id__in=list(known))
         .values_list("job_id", "claim_token")
     )
-    return [(job_id, token) for job_id, token in rows if token is not None]
+    return [(job_id, token) for job_id, token in found if token is not None]
 
 
 def disappeared_claims(
@@ -278,8 +395,6 @@ def disappeared_claims(
 
     ``alive`` names the asking worker: it knows it is alive even if its own heartbeat lagged.
     """
-    from datetime import timedelta
-
     from ..models import Job, Worker
 
     live = Worker.objects.using(using).filter(heartbeat_at__gte=now - timedelta(seconds=timeout))

@@ -35,7 +35,7 @@ UPDATE watchdog_job
    SET feed_position = %s + fresh.rank
   FROM (SELECT id, row_number() OVER (ORDER BY id) AS rank
           FROM (SELECT id FROM watchdog_job
-                 WHERE feed_position IS NULL
+                 WHERE feed_position IS NULL AND delayed = <FALSE>
                  ORDER BY id
                  LIMIT {batch} {skip_locked}) AS unpositioned) AS fresh
  WHERE watchdog_job.id = fresh.id

@@ -1,87 +1,112 @@
 """Queue heads: what a queue shows, and the ``ready`` flags that follow from it.
 
 Invariant (held while the queue's lock is held): a queued job is ``ready`` exactly when it
-has a recorded cancellation, or no job of its queue runs and no queued job outranks it.
+has a recorded cancellation, or it is its queue's head and nothing of its queue runs. The
+head is the running job; else a job waiting to retry (it keeps its place); else the best
+queued job by priority, then position. Delayed jobs not yet due are not in the order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from ..domain.states import State
 from ..domain.values import IDLE, QueueHead
 from ..signals import queue_changed
+from . import vendor
 
 if TYPE_CHECKING:
     from ..models import Job
 
+HEAD = """
+SELECT rank, id, job_id, cancellation_id, ready, lane FROM (
+    SELECT 0 AS rank, id, job_id, cancellation_id, ready, lane
+      FROM watchdog_job WHERE queue = %s AND state = 'running'
+    UNION ALL
+    SELECT * FROM (
+        SELECT 1 AS rank, id, job_id, cancellation_id, ready, lane
+          FROM watchdog_job WHERE queue = %s AND state = 'queued' AND retry_at IS NOT NULL
+         LIMIT 1) AS retrying
+    UNION ALL
+    SELECT * FROM (
+        SELECT 2 AS rank, id, job_id, cancellation_id, ready, lane
+          FROM watchdog_job WHERE queue = %s AND state = 'queued' AND delayed = <FALSE>
+         ORDER BY priority DESC, position ASC
+         LIMIT 1) AS best
+) AS candidates
+ORDER BY rank
+LIMIT 1
+"""
+MARK_READY = "UPDATE watchdog_job SET ready = TRUE WHERE id = %s AND NOT ready"
+MARK_READY_NOTIFY = (
+    "UPDATE watchdog_job SET ready = TRUE WHERE id = %s AND NOT ready RETURNING pg_notify(%s, lane)"
+)
+DEMOTE = """
+UPDATE watchdog_job SET ready = FALSE
+ WHERE queue = %s AND ready = <TRUE> AND cancellation_id IS NULL AND id <> %s
+"""
 
-def refresh(using: str, queue: str, *, demote: bool = False) -> tuple[QueueHead, str | None]:
-    """Recompute ``queue``'s head and mark it ready; return it and the lane to wake, if any.
 
-    ``demote`` clears a previous head that a newly enqueued job now outranks; other
-    transitions cannot leave a stale ready head behind.
-    """
-    from ..models import Job
-
-    jobs = Job.objects.using(using)
-    running = (
-        jobs.filter(queue=queue, state=State.RUNNING)
-        .values_list("job_id", "cancellation_id")
-        .first()
-    )
-    if running is not None:
-        return QueueHead(
-            state="running", job_id=running[0], cancellation_requested=running[1] is not None
-        ), None
-    best = (
-        jobs.filter(queue=queue, state=State.QUEUED)
-        .order_by("-priority", "id")
-        .values_list("pk", "job_id", "cancellation_id", "ready", "lane")
-        .first()
-    )
-    if best is None:
-        return IDLE, None
-    pk, job_id, cancellation_id, ready, lane = best
-    if demote:
-        jobs.filter(queue=queue, ready=True, cancellation_id__isnull=True).exclude(pk=pk).update(
-            ready=False
-        )
-    wake = None
-    if not ready:
-        jobs.filter(pk=pk).update(ready=True)
-        wake = lane
+def _head(row: tuple[object, ...] | None) -> QueueHead:
+    if row is None:
+        return IDLE
+    rank, _, job_id, cancellation_id, _, _ = row
     return QueueHead(
-        state="queued", job_id=job_id, cancellation_requested=cancellation_id is not None
-    ), wake
+        state="running" if rank == 0 else "queued",
+        job_id=str(job_id),
+        cancellation_requested=cancellation_id is not None,
+    )
 
 
 def read(using: str, queue: str) -> QueueHead:
     """The head of ``queue`` as it stands; writes nothing."""
-    from ..models import Job
+    rows = vendor.fetch(using, HEAD, (queue, queue, queue))
+    return _head(rows[0] if rows else None)
 
-    jobs = Job.objects.using(using)
-    row = (
-        jobs.filter(queue=queue, state=State.RUNNING)
-        .values_list("job_id", "cancellation_id")
-        .first()
-    )
-    if row is not None:
-        return QueueHead(state="running", job_id=row[0], cancellation_requested=row[1] is not None)
-    row = (
-        jobs.filter(queue=queue, state=State.QUEUED)
-        .order_by("-priority", "id")
-        .values_list("job_id", "cancellation_id")
-        .first()
-    )
-    if row is None:
+
+def refresh(using: str, queue: str, *, entered: Collection[int] = ()) -> QueueHead:
+    """Recompute ``queue``'s head and make it ready (waking its lane's workers).
+
+    ``entered`` are ids of jobs that just entered the queue's order: if one became the
+    head, the head it displaced loses its ready flag. No other transition can leave a
+    stale ready head behind. The caller holds the queue's lock.
+    """
+    rows = vendor.fetch(using, HEAD, (queue, queue, queue))
+    if not rows:
         return IDLE
-    return QueueHead(state="queued", job_id=row[0], cancellation_requested=row[1] is not None)
+    row = rows[0]
+    rank, pk, _, _, ready, _ = row
+    if rank != 0:
+        if pk in entered:
+            vendor.execute(using, DEMOTE, (queue, pk))
+        if not ready:
+            if vendor.is_postgres(using):
+                from ..conf import setting
+
+                vendor.fetch(using, MARK_READY_NOTIFY, (pk, setting("NOTIFY_CHANNEL")))
+            else:
+                vendor.execute(using, MARK_READY, (pk,))
+    return _head(row)
 
 
-def announce(queue: str, head: QueueHead, settled: Job | None = None) -> None:
-    """Send ``queue_changed`` inside the caller's transaction; a raising receiver aborts it."""
+def announce(
+    queue: str, head: QueueHead | None, settled: Job | None = None, *, using: str = "default"
+) -> None:
+    """Send ``queue_changed`` inside the caller's transaction; a raising receiver aborts it.
+
+    ``head`` may be ``None`` when the caller did not need it: it is read only if someone
+    listens.
+    """
     from ..models import Job
 
-    if queue_changed.has_listeners(Job):
-        queue_changed.send(sender=Job, queue=queue, head=head, settled=settled)
+    if not queue_changed.has_listeners(Job):
+        return
+    if head is None:
+        head = read(using, queue)
+    queue_changed.send(sender=Job, queue=queue, head=head, settled=settled)
+
+
+def listening() -> bool:
+    from ..models import Job
+
+    return queue_changed.has_listeners(Job)

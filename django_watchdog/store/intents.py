@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
 
 from ..domain.states import State
 from ..domain.values import CancelResult
@@ -32,10 +34,15 @@ def cancel(using: str, job_id: str, cancellation_id: str, *, only_if_queued: boo
         if only_if_queued and state != State.QUEUED:
             return CancelResult(status="conflict", cancellation_id=cancellation_id)
         queued = state == State.QUEUED
-        jobs.filter(pk=pk, cancellation_id=None).update(
-            cancellation_id=cancellation_id, **({"ready": True} if queued else {})
+        # A queued job with an intent is ready at once (a delayed one joins the order
+        # where it was enqueued): the next claim settles it cancelled.
+        extra: dict[str, object] = (
+            {"ready": True, "delayed": False, "position": Coalesce(F("position"), F("id"))}
+            if queued
+            else {}
         )
+        jobs.filter(pk=pk, cancellation_id=None).update(cancellation_id=cancellation_id, **extra)
         if queued:
             vendor.notify(using, lane)
-        heads.announce(queue, heads.read(using, queue))
+        heads.announce(queue, None, using=using)
     return CancelResult(status="recorded", cancellation_id=cancellation_id)

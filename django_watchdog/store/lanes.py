@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..domain.states import PENDING_STATES, Outcome, State
@@ -35,15 +37,16 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
                 failure_reason=reason,
                 claim_token=None,
                 ready=False,
+                delayed=False,
+                position=Coalesce(F("position"), F("id")),
+                retry_at=None,
                 settled_at=now,
             )
             if not changed:
                 continue  # settled by its worker before we held the lock
-            head, wake = heads.refresh(using, queue)
-            if wake is not None and wake != lane:
-                vendor.notify(using, wake)
+            head = heads.refresh(using, queue)
             job = jobs.get(pk=pk)
-            heads.announce(queue, head, job)
+            heads.announce(queue, head, job, using=using)
             settled.append(job)
         more = pending.exists()
     return LaneFailure(jobs=tuple(settled), more=more)
@@ -57,5 +60,5 @@ def purge_queued(using: str, queue: str) -> int:
         vendor.lock_queue(using, queue)
         deleted, _ = Job.objects.using(using).filter(queue=queue, state=State.QUEUED).delete()
         if deleted:
-            heads.announce(queue, heads.read(using, queue))
+            heads.announce(queue, None, using=using)
     return deleted

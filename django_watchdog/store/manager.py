@@ -19,7 +19,7 @@ from ..domain.values import (
     SettledRecord,
     SettleResult,
 )
-from . import claims, feed, heads, intents, lanes
+from . import claims, due, feed, heads, intents, lanes
 from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
 
@@ -67,15 +67,18 @@ class JobManager(models.Manager["Job"]):
         exclude_lanes: Sequence[str] = (),
         worker_id: str | None = None,
     ) -> ClaimResult:
-        return claims.claim(
-            self.database, lanes=lanes, exclude_lanes=exclude_lanes, worker_id=worker_id
-        )
+        partition = claims.Partition(lanes=tuple(lanes), exclude_lanes=tuple(exclude_lanes))
+        return claims.claim(self.database, partition, worker_id=worker_id)
 
     def settle(self, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
-        return claims.settle(self.database, job_id, claim_token, decision)
+        return claims.settle(self.database, job_id, claim_token, decision)[0]
 
     def reconcile(self, job_id: str, claim_token: str) -> ReconcileResult:
         return claims.reconcile(self.database, job_id, claim_token)
+
+    def promote_due(self, *, now: datetime) -> int:
+        """Give delayed jobs that are due their place in their queues' order."""
+        return due.promote_due(self.database, now=now)
 
     def recover(self, *, now: datetime, timeout: float) -> list[ReconcileResult]:
         return claims.recover(self.database, now=now, timeout=timeout)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.db import connections
@@ -15,16 +17,46 @@ def is_postgres(using: str) -> bool:
     return connections[using].vendor == "postgresql"
 
 
+def param_datetime(using: str, value: datetime | None) -> Any:
+    """A datetime as this database's driver wants it (SQLite: the ORM's text form)."""
+    if value is None:
+        return None
+    return connections[using].ops.adapt_datetimefield_value(value)
+
+
+def param_json(using: str, value: Any) -> Any:
+    """A JSON value for a JSON column; ``None`` stays SQL NULL, as the ORM stores it."""
+    if value is None:
+        return None
+    return connections[using].ops.adapt_json_value(value, None)
+
+
+@cache
+def _render(sql: str, vendor: str) -> str:
+    if "<" not in sql:
+        return sql
+    from . import rows
+
+    true, false = ("TRUE", "FALSE") if vendor == "postgresql" else ("1", "0")
+    return rows.expand(sql).replace("<TRUE>", true).replace("<FALSE>", false)
+
+
+def render(using: str, sql: str) -> str:
+    """``sql`` for this database: ``<COLUMNS>`` filled in, ``<TRUE>``/``<FALSE>`` spelt so
+    the planner matches the partial indexes (SQLite compares ``ready = 1`` literally)."""
+    return _render(sql, connections[using].vendor)
+
+
 def execute(using: str, sql: str, params: Sequence[Any] = ()) -> int:
     """Run one statement; return its row count."""
     with connections[using].cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(render(using, sql), params)
         return int(cursor.rowcount)
 
 
 def fetch(using: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     with connections[using].cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(render(using, sql), params)
         return list(cursor.fetchall())
 
 
@@ -40,15 +72,30 @@ def lock_queue(using: str, queue: str, *, create: bool = False) -> None:
     On PostgreSQL this is the queue row's lock; on SQLite the write transaction already
     excludes every other writer, so only the row's existence matters.
     """
+    now = param_datetime(using, timezone.now())
     if not is_postgres(using):
         if create:
-            execute(using, CREATE_QUEUE, (queue, timezone.now()))
+            execute(using, CREATE_QUEUE, (queue, now))
         return
     if fetch(using, LOCK_QUEUE, (queue,)):
         return
     if create:
-        execute(using, CREATE_QUEUE, (queue, timezone.now()))
+        execute(using, CREATE_QUEUE, (queue, now))
         fetch(using, LOCK_QUEUE, (queue,))
+
+
+LOCK_QUEUE_OF_JOB = """
+SELECT q.name FROM watchdog_queue q
+ WHERE q.name = (SELECT j.queue FROM watchdog_job j WHERE j.job_id = %s)
+   FOR UPDATE OF q
+"""
+QUEUE_OF_JOB = "SELECT queue FROM watchdog_job WHERE job_id = %s"
+
+
+def lock_queue_of(using: str, job_id: str) -> str | None:
+    """Lock the queue of ``job_id`` (one round trip) and return its name; ``None`` if no job."""
+    rows = fetch(using, LOCK_QUEUE_OF_JOB if is_postgres(using) else QUEUE_OF_JOB, (job_id,))
+    return str(rows[0][0]) if rows else None
 
 
 def lock_queues(using: str, queues: Sequence[str]) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from ..domain.errors import WatchdogError
 from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
-from . import claims, workers
+from . import claims, due, workers
 
 
 class WorkerStore:
@@ -15,15 +16,28 @@ class WorkerStore:
     def __init__(self, using: str) -> None:
         self.using = using
 
-    def claim(
-        self, *, lanes: Sequence[str], exclude_lanes: Sequence[str], worker_id: str
-    ) -> ClaimResult:
-        return claims.claim(
-            self.using, lanes=lanes, exclude_lanes=exclude_lanes, worker_id=worker_id
+    def claim(self, partition: claims.Partition, *, worker_id: str) -> ClaimResult:
+        return claims.claim(self.using, partition, worker_id=worker_id)
+
+    def settle(
+        self,
+        job_id: str,
+        claim_token: str,
+        decision: Decision,
+        *,
+        claim_next: claims.Partition | None = None,
+        worker_id: str | None = None,
+    ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
+        """Settle, and with ``claim_next`` claim the next job in the same transaction."""
+        return claims.settle(
+            self.using, job_id, claim_token, decision, claim_next=claim_next, worker_id=worker_id
         )
 
-    def settle(self, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
-        return claims.settle(self.using, job_id, claim_token, decision)
+    def promote_due(self, *, now: datetime) -> int:
+        return due.promote_due(self.using, now=now)
+
+    def next_due(self) -> datetime | None:
+        return due.next_due(self.using)
 
     def recover(
         self,

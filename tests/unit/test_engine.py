@@ -41,6 +41,10 @@ def fake_job(job_id, lane="l", payload=None, cancellation_id=None):
         cancellation_id=cancellation_id,
         outcome=None,
         failure_reason=None,
+        attempts=1,
+        timeout=None,
+        retry_policy=None,
+        retry_at=None,
     )
 
 
@@ -58,7 +62,8 @@ class FakeStore:
         self.fail_next_claim = False
         self.orphans_released = []
 
-    def claim(self, *, lanes, exclude_lanes, worker_id):
+    def claim(self, partition, *, worker_id):
+        lanes = partition.lanes
         self.claims.append(tuple(lanes))
         if self.fail_next_claim:
             self.fail_next_claim = False
@@ -69,12 +74,18 @@ class FakeStore:
                 return ClaimResult(status="claimed", job=job, claim_token=f"t-{job.job_id}")
         return ClaimResult(status="none")
 
-    def settle(self, job_id, claim_token, decision):
+    def settle(self, job_id, claim_token, decision, *, claim_next=None, worker_id=None):
         self.settled[job_id] = decision
         job = SimpleNamespace(
-            outcome=decision.outcome.value, failure_reason=decision.failure_reason
+            outcome=decision.outcome.value, failure_reason=decision.failure_reason, retry_at=None
         )
-        return SettleResult(status="settled", job=job)
+        return SettleResult(status="settled", job=job), None
+
+    def promote_due(self, *, now):
+        return 0
+
+    def next_due(self):
+        return None
 
     def recover(self, *, now, timeout, dead_workers=(), alive=None):
         self.recoveries += 1
@@ -181,7 +192,7 @@ def test_heartbeat_reregisters_a_reaped_worker_and_flags_cancellations():
     from django_watchdog.engine.running import RunningJob
 
     running = RunningJob(fake_job("a"), claim_token="t", worker_id="w1")
-    worker._running["a"] = (running, None)
+    worker._running["a"] = running
     worker.beat()
     assert running.cancel_requested
 

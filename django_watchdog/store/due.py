@@ -1,0 +1,83 @@
+"""Time-driven changes: delayed jobs entering their queue's order, and the next due time.
+
+A delayed job (``run_after`` in the future) is outside its queue's order until due. Then it
+takes the next value of the job id sequence as its ``position``: it joins the order as if
+enqueued at that moment, behind everything enqueued before.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from django.db import transaction
+
+from . import heads, vendor
+
+PROMOTE_BATCH = 256
+
+DUE_DELAYED = """
+SELECT id, queue FROM watchdog_job WHERE delayed = <TRUE> AND run_after <= %s
+ ORDER BY run_after, id LIMIT %s
+"""
+POSITION_POSTGRES = """
+UPDATE watchdog_job SET delayed = FALSE,
+       position = nextval(pg_get_serial_sequence('watchdog_job', 'id'))
+ WHERE id = %s AND delayed
+"""
+NEXT_ID_SQLITE = (
+    "UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'watchdog_job' RETURNING seq"
+)
+POSITION_SQLITE = "UPDATE watchdog_job SET delayed = FALSE, position = %s WHERE id = %s AND delayed"
+NEXT_DUE = """
+SELECT MIN(due) FROM (
+    SELECT MIN(run_after) AS due FROM watchdog_job WHERE delayed = <TRUE>
+    UNION ALL
+    SELECT MIN(retry_at) FROM watchdog_job WHERE state = 'queued' AND retry_at IS NOT NULL
+) AS soonest
+"""
+
+
+def promote_due(using: str, *, now: datetime) -> int:
+    """Move due delayed jobs into their queues' order (oldest due first); return how many."""
+    due = vendor.fetch(using, DUE_DELAYED, (vendor.param_datetime(using, now), PROMOTE_BATCH))
+    if not due:
+        return 0
+    by_queue: dict[str, list[int]] = defaultdict(list)
+    for pk, queue in due:
+        by_queue[queue].append(pk)
+    promoted = 0
+    for queue in sorted(by_queue):
+        with transaction.atomic(using=using):
+            vendor.lock_queue(using, queue)
+            entered = []
+            for pk in by_queue[queue]:
+                if vendor.is_postgres(using):
+                    changed = vendor.execute(using, POSITION_POSTGRES, (pk,))
+                else:
+                    position = vendor.fetch(using, NEXT_ID_SQLITE)[0][0]
+                    changed = vendor.execute(using, POSITION_SQLITE, (position, pk))
+                if changed:
+                    entered.append(pk)
+            if entered:
+                head = heads.refresh(using, queue, entered=entered)
+                heads.announce(queue, head, using=using)
+                promoted += len(entered)
+    return promoted
+
+
+def next_due(using: str) -> datetime | None:
+    """When the next delayed job or retry comes due, if any is waiting."""
+    from django.db import connections
+    from django.db.models import DateTimeField
+
+    rows = vendor.fetch(using, NEXT_DUE)
+    value = rows[0][0] if rows else None
+    if value is None:
+        return None
+    connection = connections[using]
+    if isinstance(value, str):
+        field = DateTimeField()
+        for converter in connection.ops.get_db_converters(field.get_col("watchdog_job")):
+            value = converter(value, field.get_col("watchdog_job"), connection)
+    return value if isinstance(value, datetime) else None
