@@ -16,6 +16,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "django_watchdog",
     "tests.testapp",
 ]
@@ -64,6 +65,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
 ROOT_URLCONF = "tests.urls"
+# The browser test's live server serves the admin's CSS and JavaScript from here.
+STATIC_URL = "/static/"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
@@ -86,7 +89,12 @@ TASKS = {
         "QUEUES": ["tasks", "tasks-bulk"],
     }
 }
-WATCHDOG = {"POLL_INTERVAL": 0.05, "HEARTBEAT_INTERVAL": 0.5, "WORKER_TIMEOUT": 3.0}
+WATCHDOG = {
+    "POLL_INTERVAL": 0.05,
+    "HEARTBEAT_INTERVAL": 0.5,
+    "WORKER_TIMEOUT": 3.0,
+    "TIMEOUT_GRACE": 0.5,
+}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -118,7 +118,18 @@ class JobAdmin(ReadOnlyAdmin):
         ("Times", {"fields": ("enqueued_at", "started_at", "settled_at", "duration_display")}),
         (
             "Execution",
-            {"fields": ("claimed_by", "recovery_count", "max_recoveries", "feed_position")},
+            {
+                "fields": (
+                    "claimed_by",
+                    "attempts",
+                    "recovery_count",
+                    "max_recoveries",
+                    "run_after",
+                    "retry_at",
+                    "timeout",
+                    "feed_position",
+                )
+            },
         ),
         ("Data", {"fields": ("payload_display", "result_display", "traceback_display")}),
     )

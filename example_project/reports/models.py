@@ -1,5 +1,7 @@
 """A report: the user's record. Its ``status`` is projected from its queue by ``projection``."""
 
+import json
+
 from django.db import models
 
 
@@ -32,6 +34,13 @@ class Report(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    @property
+    def last_result_json(self) -> str:
+        """The last build's result as the page's JavaScript shows it (compact JSON)."""
+        if self.last_result is None:
+            return ""
+        return json.dumps(self.last_result, separators=(",", ":"), ensure_ascii=False)
 
     @property
     def queue(self) -> str:

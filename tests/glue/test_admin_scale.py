@@ -29,7 +29,7 @@ GENERATE_JOBS = """
 INSERT INTO watchdog_job (
     job_id, queue, lane, priority, payload, max_recoveries, state, outcome, failure_reason,
     recovery_count, claim_token, claimed_by, cancellation_id, ready, feed_position, result,
-    traceback, enqueued_at, started_at, settled_at)
+    traceback, enqueued_at, started_at, settled_at, position, delayed, attempts)
 SELECT
     'job-' || lpad(g::text, 8, '0'),
     CASE WHEN g > %(n)s - 20 THEN 'run-' || g ELSE 'q-' || (g %% 50000) END,
@@ -51,7 +51,10 @@ SELECT
     NULL,
     now() - make_interval(secs => %(n)s - g),
     CASE WHEN g <= %(n)s - 2000 OR g > %(n)s - 20 THEN now() - make_interval(secs => %(n)s - g) END,
-    CASE WHEN g <= %(n)s - 2000 THEN now() - make_interval(secs => %(n)s - g - 0.5) END
+    CASE WHEN g <= %(n)s - 2000 THEN now() - make_interval(secs => %(n)s - g - 0.5) END,
+    g,
+    false,
+    CASE WHEN g <= %(n)s - 2000 OR g > %(n)s - 20 THEN 1 ELSE 0 END
 FROM generate_series(1, %(n)s) AS g
 """
 GENERATE_QUEUES = """
