@@ -32,6 +32,9 @@ class RunningJob:
         self.claim_token = claim_token
         #: Monotonic time at which ``cancel_requested`` turns on, for a job with a timeout.
         self.deadline: float | None = None
+        self.timeout: float | None = None
+        #: Set when the deadline passed: ``cancel_requested`` is on because of the timeout.
+        self.timed_out = False
         #: Set when the worker gave up on this run (timeout): its result is discarded.
         self.abandoned = False
         self._cancel = threading.Event()

@@ -8,9 +8,12 @@ enqueued at that moment, behind everything enqueued before.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from . import heads, vendor
 
@@ -68,16 +71,22 @@ def promote_due(using: str, *, now: datetime) -> int:
 
 def next_due(using: str) -> datetime | None:
     """When the next delayed job or retry comes due, if any is waiting."""
-    from django.db import connections
-    from django.db.models import DateTimeField
-
     rows = vendor.fetch(using, NEXT_DUE)
     value = rows[0][0] if rows else None
-    if value is None:
-        return None
-    connection = connections[using]
-    if isinstance(value, str):
-        field = DateTimeField()
-        for converter in connection.ops.get_db_converters(field.get_col("watchdog_job")):
-            value = converter(value, field.get_col("watchdog_job"), connection)
+    if isinstance(value, str):  # SQLite keeps datetimes as UTC text
+        value = parse_datetime(value)
+        if value is not None and timezone.is_naive(value):
+            value = timezone.make_aware(value, UTC)
     return value if isinstance(value, datetime) else None
+
+
+RETRY_PENDING = """
+SELECT 1 FROM watchdog_job j
+ WHERE j.state = 'queued' AND j.retry_at IS NOT NULL AND {lanes}
+ LIMIT 1
+"""
+
+
+def retries_pending(using: str, lanes: Sequence[str], exclude_lanes: Sequence[str]) -> bool:
+    predicate, params = vendor.lane_predicate("j.lane", lanes, exclude_lanes)
+    return bool(vendor.fetch(using, RETRY_PENDING.format(lanes=predicate), params))

@@ -39,6 +39,10 @@ class WorkerStore:
     def next_due(self) -> datetime | None:
         return due.next_due(self.using)
 
+    def retries_pending(self, partition: claims.Partition) -> bool:
+        """Whether a job of the partition waits to be retried (``--burst`` waits for it)."""
+        return due.retries_pending(self.using, partition.lanes, partition.exclude_lanes)
+
     def recover(
         self,
         *,

@@ -9,7 +9,7 @@ import json
 import os
 import time
 
-from django_watchdog import OutcomeUnknown, handler
+from django_watchdog import OutcomeUnknown, RetryPolicy, handler
 
 
 def _record(job, event, **extra):
@@ -81,3 +81,22 @@ def wait_for_cancel(job):
         time.sleep(0.01)
     _record(job, "end", cancel_requested=True)
     return "stopped early"
+
+
+@handler("t-flaky", retry=RetryPolicy(max_attempts=3, backoff=0.2, jitter=0))
+def flaky(job):
+    """Fail while ``job.attempts`` <= ``fail_until``; then return the attempt number."""
+    _record(job, "start", attempt=job.attempts)
+    if job.attempts <= (job.payload or {}).get("fail_until", 0):
+        raise ConnectionError(f"attempt {job.attempts} failed")
+    _record(job, "end", attempt=job.attempts)
+    return job.attempts
+
+
+@handler("t-hang")
+def hang(job):
+    """Ignore cancel_requested and sleep ``sleep`` seconds."""
+    _record(job, "start")
+    time.sleep((job.payload or {}).get("sleep", 30))
+    _record(job, "end")
+    return "woke up"

@@ -87,6 +87,9 @@ class FakeStore:
     def next_due(self):
         return None
 
+    def retries_pending(self, partition):
+        return False
+
     def recover(self, *, now, timeout, dead_workers=(), alive=None):
         self.recoveries += 1
         return []

@@ -1,0 +1,119 @@
+"""Delayed jobs, retries with backoff and timeouts in a real worker process (issue 7)."""
+
+import signal
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+import django_watchdog as wd
+from django_watchdog import RetryPolicy
+from django_watchdog.models import Job
+
+from .conftest import wait_until
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+
+
+def _stop(worker):
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output()
+
+
+def test_a_delayed_job_blocks_nothing_and_starts_when_due(spawn_worker, runs):
+    due = timezone.now() + timedelta(seconds=1.0)
+    wd.enqueue("later", queue="q", lane="t-record", run_after=due)
+    wd.enqueue("now", queue="q", lane="t-record")
+    assert wd.get_job("later").delayed and wd.queue_head("q").job_id == "now"
+    worker = spawn_worker()
+    wait_until(lambda: wd.get_job("later").state == "settled", timeout=20,
+               message="the delayed job to run")
+    _stop(worker)
+    later, now = runs.starts("later")[0], runs.starts("now")[0]
+    assert now["time"] < later["time"], "the delayed job did not block its queue"
+    assert later["time"] >= due.timestamp()
+    assert later["time"] - due.timestamp() < 1.0, "the worker woke for the due job"
+
+
+def test_a_delayed_job_enters_the_order_as_if_enqueued_when_due(spawn_worker, runs):
+    wd.enqueue("early-but-delayed", queue="q", lane="t-record",
+               run_after=timezone.now() + timedelta(seconds=0.3))
+    blocker = wd.enqueue("blocker", queue="q", lane="t-record", payload={"sleep": 1.0})
+    assert blocker.status == "queued"
+    worker = spawn_worker()
+    wait_until(lambda: runs.starts("blocker"), message="the blocker to start")
+    wd.enqueue("enqueued-after-due", queue="q", lane="t-record")  # due time has passed by now
+    wait_until(lambda: Job.objects.filter(state="settled").count() == 3, timeout=20,
+               message="all three to settle")
+    _stop(worker)
+    order = [r["job_id"] for r in sorted(runs.starts(), key=lambda r: r["time"])]
+    assert order == ["blocker", "early-but-delayed", "enqueued-after-due"]
+
+
+def test_a_retrying_job_keeps_the_head_of_its_queue_until_it_succeeds(spawn_worker, runs):
+    wd.enqueue("flaky", queue="q", lane="t-flaky", payload={"fail_until": 2})
+    worker = spawn_worker()
+    wait_until(lambda: runs.starts("flaky"), message="the first attempt")
+    # A higher-priority job arriving while the flaky one waits to retry must not overtake it.
+    wd.enqueue("urgent", queue="q", lane="t-record", priority=100)
+    wait_until(lambda: wd.get_job("urgent").state == "settled", timeout=20,
+               message="the queue to drain")
+    _stop(worker)
+    flaky = wd.get_job("flaky")
+    assert (flaky.outcome, flaky.attempts, flaky.result) == ("completed", 3, 3)
+    starts = sorted(runs.starts(), key=lambda r: r["time"])
+    assert [(r["job_id"], r.get("attempt")) for r in starts] == [
+        ("flaky", 1), ("flaky", 2), ("flaky", 3), ("urgent", None)]
+    gaps = [b["time"] - a["time"] for a, b in zip(starts, starts[1:3], strict=False)]
+    assert all(gap >= 0.19 for gap in gaps), f"backoff not respected: {gaps}"
+
+
+def test_retries_run_out_and_the_last_failure_settles_failed(spawn_worker, runs):
+    wd.enqueue("doomed", queue="q", lane="t-flaky", payload={"fail_until": 99})
+    worker = spawn_worker("--burst")
+    wait_until(lambda: wd.get_job("doomed").state == "settled", timeout=20,
+               message="the retries to run out")
+    worker.wait()
+    job = wd.get_job("doomed")
+    assert (job.outcome, job.attempts) == ("failed", 3)
+    assert job.failure_reason == "ConnectionError: attempt 3 failed"
+    assert len(runs.starts("doomed")) == 3
+
+
+def test_a_per_job_retry_policy_overrides_the_handler_and_outcome_unknown_never_retries(
+    spawn_worker, runs
+):
+    policy = RetryPolicy(max_attempts=2, backoff=0.05, jitter=0)
+    wd.enqueue("twice", queue="a", lane="t-flaky", payload={"fail_until": 5}, retry=policy)
+    wd.enqueue("unknown", queue="b", lane="t-unknown", retry=policy)
+    worker = spawn_worker("--burst")
+    wait_until(lambda: Job.objects.filter(state="settled").count() == 2, timeout=20,
+               message="both to settle")
+    worker.wait()
+    assert wd.get_job("twice").attempts == 2
+    assert (wd.get_job("unknown").outcome, wd.get_job("unknown").attempts) == (
+        "outcome_unknown", 1)
+
+
+def test_a_timeout_turns_cancel_requested_on(spawn_worker, runs):
+    wd.enqueue("slow", queue="q", lane="t-record", payload={"sleep": 30}, timeout=0.3)
+    worker = spawn_worker()
+    wait_until(lambda: wd.get_job("slow").state == "settled", timeout=20,
+               message="the timed-out job to settle")
+    _stop(worker)
+    job = wd.get_job("slow")
+    assert job.outcome == "failed"
+    assert job.failure_reason == "TimeoutError: stopped after its 0.3 s timeout"
+    assert runs.ends("slow")[0]["cancel_requested"] is True
+
+
+def test_a_hung_handler_is_abandoned_outcome_unknown_and_frees_its_slot(spawn_worker, runs):
+    wd.enqueue("hung", queue="a", lane="t-hang", payload={"sleep": 60}, timeout=0.2)
+    wd.enqueue("next", queue="b", lane="t-record")
+    worker = spawn_worker("--concurrency", "1")
+    wait_until(lambda: wd.get_job("next").state == "settled", timeout=20,
+               message="the other job to get the freed slot")
+    job = wd.get_job("hung")
+    assert job.outcome == "outcome_unknown"
+    assert "abandoned" in job.traceback
+    _stop(worker)
