@@ -24,6 +24,7 @@ from .domain.values import (
     SettledRecord,
 )
 from .handlers import handler
+from .schedules import schedule
 
 __all__ = [
     "CancelResult",
@@ -44,6 +45,7 @@ __all__ = [
     "latest_settled",
     "purge_queued",
     "queue_head",
+    "schedule",
     "settled_jobs",
 ]
 

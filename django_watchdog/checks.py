@@ -62,6 +62,31 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return errors
 
 
+def check_operations(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``RETENTION`` and ``SCHEDULES`` (ids E010, E011)."""
+    from datetime import timedelta
+
+    from .schedules import load
+
+    errors: list[checks.CheckMessage] = []
+    configured = getattr(settings, "WATCHDOG", None)
+    retention = configured.get("RETENTION") if isinstance(configured, dict) else None
+    if retention is not None and (
+        isinstance(retention, bool)
+        or not isinstance(retention, int | float | timedelta)
+        or (retention.total_seconds() if isinstance(retention, timedelta) else retention) <= 0
+    ):
+        errors.append(
+            checks.Error(
+                "WATCHDOG['RETENTION'] must be None or a positive number of seconds "
+                "(or a timedelta).",
+                id="django_watchdog.E010",
+            )
+        )
+    errors.extend(checks.Error(problem, id="django_watchdog.E011") for problem in load()[1])
+    return errors
+
+
 def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """SQLite needs write transactions that take the lock up front, and a busy timeout."""
     warnings: list[checks.CheckMessage] = []
@@ -102,3 +127,4 @@ def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
 def register() -> None:
     checks.register(check_settings, "django_watchdog")
     checks.register(check_sqlite, "django_watchdog")
+    checks.register(check_operations, "django_watchdog")

@@ -22,6 +22,10 @@ DEFAULTS: dict[str, Any] = {
     "TIMEOUT_GRACE": 5.0,
     # PostgreSQL LISTEN/NOTIFY channel that wakes idle workers.
     "NOTIFY_CHANNEL": "django_watchdog",
+    # Settled jobs older than this (seconds or a timedelta) are pruned; None keeps them forever.
+    "RETENTION": None,
+    # Periodic schedules: name -> options of django_watchdog.schedules.schedule().
+    "SCHEDULES": {},
 }
 
 

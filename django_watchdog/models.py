@@ -315,3 +315,23 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.worker_id} ({self.host}:{self.pid})"
+
+
+class ScheduleState(models.Model):
+    """How far a periodic schedule got: every tick up to ``handled_until`` was handled.
+
+    One row per schedule name, created when a worker first sees the schedule; its row lock
+    serialises the workers that enqueue the schedule's ticks (see ``store.schedules``).
+    """
+
+    name = models.CharField(max_length=200, primary_key=True)
+    handled_until = models.DateTimeField()
+    last_tick = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "watchdog_schedule"
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,65 @@
+"""Work every worker does on the side of claiming: periodic schedules and retention."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from ..conf import setting
+from . import events
+from .clock import Clock
+from .schedules import FireFunction, Schedule, Scheduler, database_fire
+
+#: Seconds between a worker's retention passes (when ``WATCHDOG["RETENTION"]`` is set).
+PRUNE_INTERVAL = 60.0
+#: Batches one pass deletes at most, so pruning never holds up claiming for long.
+PRUNE_BATCHES_PER_PASS = 5
+
+
+def retention() -> timedelta | None:
+    """``WATCHDOG["RETENTION"]`` as a ``timedelta`` (seconds or a timedelta), or ``None``."""
+    value = setting("RETENTION")
+    if value is None or isinstance(value, timedelta):
+        return value
+    return timedelta(seconds=float(value))
+
+
+class Housekeeping:
+    """Called from the worker's main loop; touches the database only when something is due."""
+
+    def __init__(
+        self,
+        using: str,
+        clock: Clock,
+        *,
+        schedules: dict[str, Schedule] | None = None,
+        fire: FireFunction | None = None,
+    ) -> None:
+        if schedules is None:
+            from ..schedules import configured
+
+            schedules = configured()
+        self.using = using
+        self.clock = clock
+        self.scheduler = Scheduler(schedules, fire or database_fire(using))
+        self._next_prune = 0.0
+
+    def run_due(self) -> None:
+        """Enqueue due schedule ticks; prune settled jobs if retention is on and due."""
+        self.scheduler.run_due(self.clock.now())
+        age = retention()
+        if age is not None and self.clock.monotonic() >= self._next_prune:
+            self.prune(age)
+
+    def prune(self, age: timedelta) -> int:
+        from ..store.retention import PRUNE_BATCH, prune
+
+        deleted = prune(
+            self.using, older_than=age, now=self.clock.now(), max_batches=PRUNE_BATCHES_PER_PASS
+        )
+        if deleted:
+            events.log(logging.INFO, "prune", deleted=deleted, older_than_s=age.total_seconds())
+        # A full pass leaves more behind: go on at the next loop instead of in a minute.
+        full = deleted >= PRUNE_BATCHES_PER_PASS * PRUNE_BATCH
+        self._next_prune = self.clock.monotonic() + (0.0 if full else PRUNE_INTERVAL)
+        return deleted

@@ -1,0 +1,243 @@
+"""``manage.py watchdog``: status and operations from the shell (see docs/how-to/operations.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TextIO
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.utils import timezone
+
+from ... import api
+from ...conf import setting
+from ...domain import validation
+from ...domain.errors import WatchdogError
+from ...engine.housekeeping import retention
+from ...ops import status as status_view
+from ...ops.tables import ago, parse_age
+from ...store import retention as store_retention
+
+
+def _age(text: str) -> timedelta:
+    try:
+        return parse_age(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def _batch_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 100000")
+    return value
+
+
+class Command(BaseCommand):
+    help = (
+        "Inspect and operate the watchdog job tables: status, cancel, fail-lane, purge, "
+        "recover, prune. Destructive actions ask for confirmation unless --yes."
+    )
+    # call_command(..., stdin=...) for tests, as createsuperuser takes it.
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+        status = actions.add_parser("status", help="Lanes, queues, workers and job counts.")
+        status.add_argument("--json", action="store_true", help="Print one JSON object.")
+
+        cancel = actions.add_parser("cancel", help="Record a cancellation intent for a job.")
+        cancel.add_argument("job_id", metavar="JOB_ID")
+        cancel.add_argument("--cancellation-id", default=None, metavar="ID")
+        cancel.add_argument(
+            "--only-if-queued",
+            action="store_true",
+            help="Refuse (conflict) if the job is already running or settled.",
+        )
+
+        fail = actions.add_parser(
+            "fail-lane", help="Settle every queued and running job of a lane 'failed'."
+        )
+        fail.add_argument("lane", metavar="LANE")
+        fail.add_argument("--reason", required=True, help="The failure reason (1-200 chars).")
+        self._yes(fail)
+
+        purge = actions.add_parser("purge", help="Delete a queue's queued jobs.")
+        purge.add_argument("queue", metavar="QUEUE")
+        self._yes(purge)
+
+        actions.add_parser("recover", help="Reconcile running jobs whose worker disappeared, now.")
+
+        prune = actions.add_parser("prune", help="Delete settled jobs older than an age.")
+        prune.add_argument(
+            "--older-than",
+            type=_age,
+            default=None,
+            metavar="AGE",
+            help="e.g. 30d, 12h, 90m, P7D (default WATCHDOG['RETENTION']).",
+        )
+        prune.add_argument(
+            "--batch-size",
+            type=_batch_size,
+            default=store_retention.PRUNE_BATCH,
+            metavar="N",
+            help=f"Jobs deleted per transaction (default {store_retention.PRUNE_BATCH}).",
+        )
+        self._yes(prune)
+
+        for action in actions.choices.values():
+            action.add_argument(
+                "--database",
+                default=DEFAULT_DB_ALIAS,
+                help="Database alias holding the watchdog tables (default 'default').",
+            )
+
+    @staticmethod
+    def _yes(parser: CommandParser) -> None:
+        parser.add_argument("--yes", "-y", action="store_true", help="Do not ask for confirmation.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        using = options["database"]
+        if using not in connections:
+            raise CommandError(f"--database: {using!r} is not a configured database alias")
+        self.stdin: TextIO = options.get("stdin") or sys.stdin
+        actions: dict[str, Callable[[str, dict[str, Any]], None]] = {
+            "status": self.status,
+            "cancel": self.cancel,
+            "fail-lane": self.fail_lane,
+            "purge": self.purge,
+            "recover": self.recover,
+            "prune": self.prune,
+        }
+        try:
+            actions[options["action"]](using, options)
+        except WatchdogError as error:
+            raise CommandError(str(error)) from error
+
+    # -- actions -------------------------------------------------------------------------
+
+    def status(self, using: str, options: dict[str, Any]) -> None:
+        snapshot = status_view.collect(using, now=timezone.now())
+        if options["json"]:
+            self.stdout.write(json.dumps(snapshot.as_json(), indent=2, sort_keys=True))
+        else:
+            self.stdout.write(status_view.render(snapshot))
+
+    def cancel(self, using: str, options: dict[str, Any]) -> None:
+        result = api.cancel(
+            options["job_id"],
+            cancellation_id=options["cancellation_id"],
+            only_if_queued=options["only_if_queued"],
+            using=using,
+        )
+        if result.status == "missing":
+            raise CommandError(f"no job {options['job_id']!r}")
+        if result.status == "conflict":
+            raise CommandError(
+                f"job {options['job_id']!r}: cancellation refused (another cancellation "
+                "was recorded, or --only-if-queued and the job is not queued)"
+            )
+        self.stdout.write(f"{options['job_id']}: cancellation {result.status}")
+
+    def fail_lane(self, using: str, options: dict[str, Any]) -> None:
+        from ...models import Job
+
+        lane = validation.lane(options["lane"])
+        reason = validation.reason(options["reason"])
+        pending = Job.objects.using(using).filter(lane=lane, state__in=("queued", "running"))
+        count = pending.count()
+        if not count:
+            self.stdout.write(f"lane {lane!r} has no queued or running jobs")
+            return
+        self._confirm(
+            options, f"Fail {count} queued and running jobs of lane {lane!r} ({reason!r})?"
+        )
+        total = 0
+        while True:
+            failure = api.fail_lane(lane, reason, using=using)
+            total += len(failure.jobs)
+            self.stdout.write(
+                f"failed {len(failure.jobs)} jobs ({total} so far)"
+                + (", more remain" if failure.more else "")
+            )
+            if not failure.more:
+                break
+        self.stdout.write(f"lane {lane!r}: {total} jobs failed")
+
+    def purge(self, using: str, options: dict[str, Any]) -> None:
+        from ...models import Job
+
+        queue = validation.identifier(options["queue"], "queue")
+        count = Job.objects.using(using).filter(queue=queue, state="queued").count()
+        if not count:
+            self.stdout.write(f"queue {queue!r} has no queued jobs")
+            return
+        self._confirm(options, f"Delete {count} queued jobs of queue {queue!r}?")
+        deleted = api.purge_queued(queue, using=using)
+        self.stdout.write(f"queue {queue!r}: {deleted} queued jobs deleted")
+
+    def recover(self, using: str, options: dict[str, Any]) -> None:
+        from ...models import Job
+
+        timeout = float(setting("WORKER_TIMEOUT"))
+        results = Job.objects.db_manager(using).recover(now=timezone.now(), timeout=timeout)
+        for result in results:
+            job = result.job
+            if job is None:
+                continue
+            detail = f" ({job.failure_reason})" if job.failure_reason else ""
+            self.stdout.write(
+                f"{job.job_id}: {result.status} -> {job.outcome or job.state}{detail}"
+            )
+        self.stdout.write(
+            f"{len(results)} disappeared claims reconciled "
+            f"(workers silent for more than {ago(timeout)})"
+        )
+
+    def prune(self, using: str, options: dict[str, Any]) -> None:
+        age = options["older_than"] or retention()
+        if age is None:
+            raise CommandError(
+                "prune needs --older-than AGE (e.g. 30d) or WATCHDOG['RETENTION'] set"
+            )
+        self._confirm(
+            options, f"Delete settled jobs that settled more than {ago(age.total_seconds())} ago?"
+        )
+        total = 0
+        for deleted in store_retention.prune_batches(
+            using, older_than=age, now=timezone.now(), batch_size=options["batch_size"]
+        ):
+            total += deleted
+            self.stdout.write(f"deleted {deleted} jobs ({total} so far)")
+        self.stdout.write(f"{total} settled jobs pruned")
+
+    # -- confirmation --------------------------------------------------------------------
+
+    def _confirm(self, options: dict[str, Any], question: str) -> None:
+        """Ask on a terminal unless ``--yes``; refuse without a terminal to ask on."""
+        if options.get("yes"):
+            return
+        if not _is_tty(self.stdin):
+            raise CommandError(
+                f"{question} Not confirmed: pass --yes to run without a terminal to ask on."
+            )
+        self.stdout.write(f"{question} [y/N] ", ending="")
+        self.stdout.flush()
+        answer = self.stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            raise CommandError("cancelled: nothing was changed")
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,1 @@
+"""What ``manage.py watchdog`` does: the status snapshot, its tables, operator actions."""

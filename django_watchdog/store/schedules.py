@@ -1,0 +1,65 @@
+"""Schedule state: enqueue a schedule's due ticks once, under the schedule row's lock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from ..domain.errors import JobConflict
+from .enqueue import NewJob
+from .enqueue import enqueue as enqueue_job
+
+if TYPE_CHECKING:
+    from ..models import ScheduleState
+
+
+def fire(
+    using: str,
+    name: str,
+    *,
+    now: datetime,
+    due: Callable[[datetime], Sequence[datetime]],
+    new_job: Callable[[datetime], NewJob],
+) -> tuple[list[tuple[str, str]], datetime]:
+    """Enqueue the ticks ``due(handled_until)`` names, then record ``now`` as handled.
+
+    One transaction; the schedule's row lock (PostgreSQL) or the write lock (SQLite) makes
+    concurrent workers take turns, and the second sees the first's ``handled_until``.
+    Returns ``(job_id, "queued" | "duplicate" | "conflict")`` per tick, and the new
+    ``handled_until``.
+    """
+    from ..models import ScheduleState
+
+    states = ScheduleState.objects.using(using)
+    with transaction.atomic(using=using):
+        states.bulk_create(
+            [ScheduleState(name=name, handled_until=now, updated_at=now)], ignore_conflicts=True
+        )
+        state = states.select_for_update().get(name=name)
+        # A row created just now has handled_until == now: nothing is due, no backfill.
+        ticks = due(state.handled_until)
+        outcomes: list[tuple[str, str]] = []
+        for tick in ticks:
+            job = new_job(tick)
+            try:
+                with transaction.atomic(using=using):
+                    outcomes.append((job.job_id, enqueue_job(using, job).status))
+            except JobConflict:
+                outcomes.append((job.job_id, "conflict"))
+        changes: dict[str, Any] = {"updated_at": now}
+        if now > state.handled_until:
+            changes["handled_until"] = now
+        if ticks and (state.last_tick is None or ticks[-1] > state.last_tick):
+            changes["last_tick"] = ticks[-1]
+        states.filter(name=name).update(**changes)
+        return outcomes, max(now, state.handled_until)
+
+
+def states(using: str) -> dict[str, ScheduleState]:
+    """Every schedule's state row, by name."""
+    from ..models import ScheduleState
+
+    return {state.name: state for state in ScheduleState.objects.using(using)}
