@@ -36,6 +36,7 @@ from ..store.worker_store import WorkerStore
 from . import events, liveness
 from .clock import Clock, SystemClock
 from .housekeeping import Housekeeping
+from .housekeeping import Housekeeping
 from .running import RunningJob
 from .wakeup import Waker, make_waker
 
@@ -43,6 +44,7 @@ Handler = Callable[[RunningJob], Any]
 
 BACKOFF_START = 0.1
 BACKOFF_MAX = 5.0
+SETTLE_REJECTIONS = 3
 
 
 def default_worker_id() -> str:
@@ -122,6 +124,8 @@ class WatchdogWorker:
         self.abandoned: list[str] = []
         # Periodic schedules and retention (engine/housekeeping.py), ticked from run_once().
         self.housekeeping = Housekeeping(using, self.clock)
+        # Periodic schedules and retention (engine/housekeeping.py), ticked from run_once().
+        self.housekeeping = Housekeeping(using, self.clock)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -148,7 +152,12 @@ class WatchdogWorker:
                 started = self._retrying(self.run_once)
                 if self._stopping.is_set():
                     break
-                if self.options.burst and self.exhausted and not self.running_count():
+                if (
+                    self.options.burst
+                    and self.exhausted
+                    and not self.running_count()
+                    and (not self.store.retries_pending(self.partition))
+                ):
                     events.log(logging.INFO, "burst_done", worker=self.worker_id)
                     break
                 if started and not self.exhausted and self.free_slots():
@@ -209,6 +218,7 @@ class WatchdogWorker:
         if self.clock.monotonic() >= self._next_recovery:
             self.recover()
         self.housekeeping.run_due()
+        self.housekeeping.run_due()
         if self._claim_failed:
             self._release_orphans()
         self.enforce_timeouts()
@@ -254,6 +264,7 @@ class WatchdogWorker:
         running = RunningJob(job, claim_token=result.claim_token, worker_id=self.worker_id)
         timeout = job.timeout or registry.options(job.lane).timeout
         if timeout is not None:
+            running.timeout = timeout
             running.deadline = self.clock.monotonic() + timeout
         events.log(
             logging.DEBUG,
@@ -347,6 +358,10 @@ class WatchdogWorker:
             decision = self._decide_failure(running, error)
         else:
             decision, warning = decisions.from_return(value)
+            if running.timed_out:
+                decision = Decision.failed(
+                    f"TimeoutError: stopped after its {running.timeout} s timeout"
+                )
         if running.abandoned:
             events.log(
                 logging.WARNING,
@@ -409,8 +424,14 @@ class WatchdogWorker:
     def _settle(
         self, running: RunningJob, decision: Decision, claim_next: Partition | None
     ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
-        """Settle with the claim token, retrying through database outages (it is idempotent)."""
+        """Settle with the claim token, retrying through database outages (it is idempotent).
+
+        A ``queue_changed`` receiver that raises rolls the settle back; it is retried a few
+        times, then the run is given up (logged): the job stays running under this worker
+        until it stops, and recovery (SPEC §4.8) resolves it then.
+        """
         backoff = Backoff()
+        rejected = 0
         while True:
             try:
                 return self.store.settle(
@@ -433,7 +454,24 @@ class WatchdogWorker:
                     retry_in_s=delay,
                 )
                 self.store.release_connection()
-                threading.Event().wait(delay)
+            except Exception as error:  # noqa: BLE001 - a receiver's bug must not kill the thread
+                rejected += 1
+                events.log(
+                    logging.ERROR,
+                    "settlement_rejected",
+                    job_id=running.job_id,
+                    queue=running.queue,
+                    lane=running.lane,
+                    attempt=rejected,
+                    error=f"{type(error).__name__}: {error}",
+                )
+                logging.getLogger("django_watchdog.worker").exception(
+                    "settling job %s raised (a queue_changed receiver?)", running.job_id
+                )
+                if rejected >= SETTLE_REJECTIONS:
+                    return SettleResult(status="conflict"), None
+                delay = backoff.failed()
+            threading.Event().wait(delay)
 
     def _log_settle(
         self, running: RunningJob, decision: Decision, settled: SettleResult, duration: float
@@ -483,29 +521,28 @@ class WatchdogWorker:
         for running in self.running_jobs():
             if running.deadline is None or now < running.deadline:
                 continue
-            if not running.cancel_requested:
+            if not running.timed_out:
                 events.log(
                     logging.WARNING,
                     "timeout",
                     job_id=running.job_id,
                     queue=running.queue,
                     lane=running.lane,
+                    timeout_s=running.timeout,
                 )
+                running.timed_out = True
                 running.request_cancel()
             if now >= running.deadline + grace and not running.abandoned:
                 running.abandoned = True
-                timeout = running.model.timeout or registry.options(running.lane).timeout
                 decision = Decision(
                     outcome=Outcome.OUTCOME_UNKNOWN,
-                    traceback=f"Timed out after {timeout} s and did not stop within "
+                    traceback=f"Timed out after {running.timeout} s and did not stop within "
                     f"{grace} s; the run was abandoned while still executing.",
                 )
-                settled, _ = self.store.settle(running.job_id, running.claim_token, decision)
+                settled, _ = self._settle(running, decision, None)
                 with self._running_lock:
                     self._running.pop(running.job_id, None)
-                self._log_settle(
-                    running, decision, settled, now - (running.deadline - (timeout or 0))
-                )
+                self._log_settle(running, decision, settled, running.timeout or 0.0)
 
     # -- liveness and recovery -----------------------------------------------------------
 
@@ -621,7 +658,12 @@ class WatchdogWorker:
     # -- faults --------------------------------------------------------------------------
 
     def _retrying(self, step: Callable[[], Any]) -> Any:
-        """Run ``step``; on a database error log, reconnect after a backoff, and return 0."""
+        """Run ``step``; on an error log it, back off (reconnecting), and return 0.
+
+        Database errors are expected (restarts, network cuts); anything else is a bug
+        somewhere, logged with its traceback, but the worker keeps serving other jobs.
+        """
+        name = getattr(step, "__name__", "step")
         try:
             return step()
         except DatabaseError as error:
@@ -630,10 +672,21 @@ class WatchdogWorker:
                 logging.WARNING,
                 "store_unavailable",
                 worker=self.worker_id,
-                step=getattr(step, "__name__", "step"),
+                step=name,
                 error=repr(error),
                 retry_in_s=delay,
             )
             self.store.release_connection()
-            self._stopping.wait(delay)
-            return 0
+        except Exception as error:  # noqa: BLE001 - log and back off; never crash-loop
+            delay = self._backoff.failed()
+            events.log(
+                logging.ERROR,
+                "step_failed",
+                worker=self.worker_id,
+                step=name,
+                error=repr(error),
+                retry_in_s=delay,
+            )
+            logging.getLogger("django_watchdog.worker").exception("worker step %s failed", name)
+        self._stopping.wait(delay)
+        return 0
