@@ -36,7 +36,6 @@ from ..store.worker_store import WorkerStore
 from . import events, liveness
 from .clock import Clock, SystemClock
 from .housekeeping import Housekeeping
-from .housekeeping import Housekeeping
 from .running import RunningJob
 from .wakeup import Waker, make_waker
 
@@ -122,8 +121,6 @@ class WatchdogWorker:
         self._claim_failed = False  # a claim's commit may have succeeded unseen
         self.exhausted = False  # the last claim found no ready job
         self.abandoned: list[str] = []
-        # Periodic schedules and retention (engine/housekeeping.py), ticked from run_once().
-        self.housekeeping = Housekeeping(using, self.clock)
         # Periodic schedules and retention (engine/housekeeping.py), ticked from run_once().
         self.housekeeping = Housekeeping(using, self.clock)
 
@@ -217,7 +214,6 @@ class WatchdogWorker:
         """
         if self.clock.monotonic() >= self._next_recovery:
             self.recover()
-        self.housekeeping.run_due()
         self.housekeeping.run_due()
         if self._claim_failed:
             self._release_orphans()
