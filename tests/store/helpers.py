@@ -1,0 +1,74 @@
+"""Small helpers the store tests share: row snapshots and claim shortcuts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_watchdog.domain.values import ClaimResult, Decision
+from django_watchdog.models import FeedClock, Job, Queue, Worker
+from tests.testapp.models import Projection
+
+DONE = Decision.completed()
+ROW_FIELDS = (
+    "id",
+    "job_id",
+    "queue",
+    "lane",
+    "priority",
+    "payload",
+    "max_recoveries",
+    "state",
+    "outcome",
+    "failure_reason",
+    "recovery_count",
+    "claim_token",
+    "claimed_by",
+    "cancellation_id",
+    "ready",
+    "feed_position",
+    "result",
+    "traceback",
+    "enqueued_at",
+    "started_at",
+    "settled_at",
+)
+
+
+def snapshot() -> dict[str, list[tuple[Any, ...]]]:
+    """Every row the store (and a projection receiver) could write, read without decoding."""
+    return {
+        "job": list(Job.objects.order_by("id").values_list(*ROW_FIELDS)),
+        "queue": list(Queue.objects.order_by("name").values_list("name")),
+        "clock": list(FeedClock.objects.values_list("id", "last_position")),
+        "worker": list(Worker.objects.order_by("worker_id").values_list("worker_id")),
+        "projection": list(Projection.objects.order_by("queue").values_list()),
+    }
+
+
+def row(job_id: str) -> dict[str, Any]:
+    """The raw column values of one job (never decoded through the model)."""
+    return Job.objects.filter(job_id=job_id).values(*ROW_FIELDS).get()
+
+
+def claimed(**partition: Any) -> ClaimResult:
+    """Claim and insist a job was handed out."""
+    result = Job.objects.claim(**partition)
+    assert result.status == "claimed", result
+    assert result.job is not None and result.claim_token is not None
+    return result
+
+
+def claim_ids(**partition: Any) -> list[str]:
+    """Claim and complete until nothing is ready; the job ids in claim order."""
+    order = []
+    while True:
+        result = Job.objects.claim(**partition)
+        if result.status == "none":
+            return order
+        assert result.job is not None
+        order.append(result.job.job_id)
+        if result.status == "claimed":
+            assert result.claim_token is not None
+            assert Job.objects.settle(result.job.job_id, result.claim_token, DONE).status == (
+                "settled"
+            )

@@ -1,0 +1,119 @@
+"""The claim query uses its partial index (STYLE: a refactor must not silently make it scan).
+
+The table is realistic: ~5,000 jobs, most settled, a few hundred queued behind 50 ready queue
+heads, statistics gathered with ANALYZE; the planner chooses freely (no enable_seqscan off).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from django_watchdog.models import Job, Queue
+from django_watchdog.store import claims, vendor
+
+pytestmark = pytest.mark.django_db
+
+QUEUES = 50
+SETTLED = 4_600
+QUEUED_PER_QUEUE = 8
+
+
+@pytest.fixture
+def realistic_table() -> None:
+    now = timezone.now()
+    Queue.objects.bulk_create([Queue(name=f"q{index}") for index in range(QUEUES)])
+    rows = [
+        Job(
+            job_id=f"done-{index}",
+            queue=f"q{index % QUEUES}",
+            lane=("mail", "sms", "push")[index % 3],
+            priority=index % 5,
+            state="settled",
+            outcome="completed",
+            feed_position=index + 1,
+            position=index + 1,
+            enqueued_at=now - timedelta(hours=1),
+            started_at=now - timedelta(minutes=30),
+            settled_at=now - timedelta(minutes=29),
+        )
+        for index in range(SETTLED)
+    ]
+    rows += [
+        Job(
+            job_id=f"wait-{queue}-{slot}",
+            queue=f"q{queue}",
+            lane=("mail", "sms", "push")[queue % 3],
+            priority=queue % 7,
+            state="queued",
+            ready=slot == 0,  # each queue's head is ready
+            position=SETTLED + 1 + slot * QUEUES + queue,
+            enqueued_at=now,
+        )
+        for slot in range(QUEUED_PER_QUEUE)
+        for queue in range(QUEUES)
+    ]
+    Job.objects.bulk_create(rows, batch_size=1_000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    assert Job.objects.count() == SETTLED + QUEUES * QUEUED_PER_QUEUE
+    assert Job.objects.filter(ready=True).count() == QUEUES
+
+
+def _plan(lanes: tuple[str, ...], exclude_lanes: tuple[str, ...]) -> str:
+    """The plan of exactly the statement a claim runs (``claims.claim_statement``)."""
+    partition = claims.Partition(lanes=lanes, exclude_lanes=exclude_lanes)
+    sql, params = claims.claim_statement("default", partition, token="t", worker_id="w")
+    if connection.vendor == "postgresql":
+        rows = vendor.fetch("default", "EXPLAIN " + sql, params)
+        return "\n".join(str(row[0]) for row in rows)
+    rows = vendor.fetch("default", "EXPLAIN QUERY PLAN " + sql, params)
+    return "\n".join(str(row[-1]) for row in rows)
+
+
+@pytest.mark.usefixtures("realistic_table")
+def test_claim_over_all_lanes_uses_the_claim_index() -> None:
+    plan = _plan((), ())
+    assert "watchdog_job_claim" in plan, plan
+    assert "watchdog_job_claim_lane" not in plan, plan
+    _assert_no_scan_of_the_job_table(plan)
+
+
+@pytest.mark.usefixtures("realistic_table")
+def test_claim_excluding_lanes_uses_the_claim_index() -> None:
+    plan = _plan((), ("push",))
+    assert "watchdog_job_claim" in plan, plan
+    _assert_no_scan_of_the_job_table(plan)
+
+
+@pytest.mark.parametrize("lanes", [("mail",), ("mail", "sms")])
+@pytest.mark.usefixtures("realistic_table")
+def test_claim_of_some_lanes_uses_a_claim_index(lanes: tuple[str, ...]) -> None:
+    # Either the lane-leading claim index or the claim index filtered by lane is fine:
+    # both read only ready rows.
+    plan = _plan(lanes, ())
+    assert "watchdog_job_claim" in plan, plan
+    _assert_no_scan_of_the_job_table(plan)
+
+
+def _assert_no_scan_of_the_job_table(plan: str) -> None:
+    if connection.vendor == "postgresql":
+        assert "Seq Scan on watchdog_job" not in plan, plan
+    else:
+        # "SCAN j USING INDEX ..." walks the partial index (ready rows only): fine.
+        # A bare "SCAN j" (or one using another index) would visit every job.
+        for line in plan.splitlines():
+            if line.startswith("SCAN j") or line.startswith("SEARCH j"):
+                assert "watchdog_job_claim" in line, plan
+
+
+@pytest.mark.usefixtures("realistic_table")
+def test_the_realistic_table_claims_the_best_head() -> None:
+    # Sanity: the table the plans were read from is one the store can work with.
+    result = Job.objects.claim()
+    assert result.status == "claimed"
+    assert result.job is not None and result.job.priority == 6
+    assert result.job.job_id == "wait-6-0"

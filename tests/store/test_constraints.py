@@ -1,0 +1,184 @@
+"""Every named constraint rejects a bad row written around the manager (SPEC §3, §4.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+import django_watchdog as wd
+from django_watchdog.models import FeedClock, Job, Queue
+
+from .helpers import DONE, claimed
+
+pytestmark = pytest.mark.django_db
+
+MAX = 2**53 - 1
+
+
+def _queued() -> Any:
+    wd.enqueue("queued", queue="q")
+    return Job.objects.filter(job_id="queued")
+
+
+def _running() -> Any:
+    wd.enqueue("running", queue="q")
+    claimed()
+    return Job.objects.filter(job_id="running")
+
+
+def _settled(outcome: str = "completed") -> Any:
+    wd.enqueue("settled", queue="q")
+    token = claimed().claim_token or ""
+    Job.objects.settle("settled", token, DONE)
+    jobs = Job.objects.filter(job_id="settled")
+    if outcome != "completed":
+        reason = "why" if outcome in ("failed", "interrupted") else None
+        jobs.update(outcome=outcome, failure_reason=reason)
+    return jobs
+
+
+def _second_running_in_queue() -> None:
+    _running()
+    wd.enqueue("other", queue="q")
+    Job.objects.filter(job_id="other").update(state="running", claim_token="t2", ready=False)
+
+
+def _raw_insert(**columns: Any) -> None:
+    """INSERT a job row with raw SQL, bypassing the model entirely."""
+    values: dict[str, Any] = {
+        "job_id": "raw",
+        "queue": "q",
+        "lane": "default",
+        "priority": 0,
+        "state": "queued",
+        "recovery_count": 0,
+        "attempts": 0,
+        "ready": False,
+        "delayed": False,
+        "position": 10**9,
+        "enqueued_at": timezone.now(),
+    }
+    values.update(columns)
+    names = ", ".join(values)
+    marks = ", ".join(["%s"] * len(values))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO watchdog_job ({names}) VALUES ({marks})", list(values.values())
+        )
+
+
+# constraint name -> (description, a write that breaks it)
+BREAKERS: dict[str, list[tuple[str, Callable[[], None]]]] = {
+    "watchdog_job_state_known": [
+        ("unknown state", lambda: _queued().update(state="paused", ready=False)),
+        ("raw insert", lambda: _raw_insert(state="done")),
+    ],
+    "watchdog_job_outcome_known": [
+        ("unknown outcome", lambda: _settled().update(outcome="exploded")),
+    ],
+    "watchdog_job_queued_unclaimed": [
+        ("queued with a token", lambda: _queued().update(claim_token="tok")),
+        ("queued with an outcome", lambda: _queued().update(outcome="completed")),
+        ("requeued keeping its token", lambda: _running().update(state="queued")),
+        ("raw insert", lambda: _raw_insert(claim_token="tok")),
+    ],
+    "watchdog_job_running_claimed": [
+        ("running without a token", lambda: _queued().update(state="running", ready=False)),
+        ("running with an outcome", lambda: _running().update(outcome="completed")),
+    ],
+    "watchdog_job_settled_has_outcome": [
+        ("settled without outcome", lambda: _running().update(state="settled", outcome=None)),
+    ],
+    "watchdog_job_reason_iff_failed": [
+        ("failed without a reason", lambda: _settled().update(outcome="failed")),
+        ("interrupted without a reason", lambda: _settled().update(outcome="interrupted")),
+        ("completed with a reason", lambda: _settled().update(failure_reason="why")),
+        ("cancelled with a reason", lambda: _settled("cancelled").update(failure_reason="x")),
+        ("queued with a reason", lambda: _queued().update(failure_reason="why")),
+    ],
+    "watchdog_job_reason_not_empty": [
+        ("empty reason", lambda: _settled("failed").update(failure_reason="")),
+    ],
+    "watchdog_job_priority_range": [
+        ("above 2**53-1", lambda: _queued().update(priority=MAX + 1)),
+        ("below -(2**53-1)", lambda: _queued().update(priority=-MAX - 1)),
+    ],
+    "watchdog_job_max_recoveries_not_negative": [
+        ("negative budget", lambda: _queued().update(max_recoveries=-1)),
+    ],
+    "watchdog_job_recovery_count_not_negative": [
+        ("negative count", lambda: _queued().update(recovery_count=-1)),
+    ],
+    "watchdog_job_names_not_empty": [
+        ("empty job id", lambda: _queued().update(job_id="")),
+        ("empty queue", lambda: _queued().update(queue="")),
+        ("empty lane", lambda: _queued().update(lane="")),
+    ],
+    "watchdog_job_ready_is_queued": [
+        ("ready while running", lambda: _running().update(ready=True)),
+        ("ready once settled", lambda: _settled().update(ready=True)),
+    ],
+    "watchdog_job_one_running_per_queue": [
+        ("second running job", _second_running_in_queue),
+        (
+            "raw insert running",
+            lambda: (_running(), _raw_insert(state="running", claim_token="t2")),
+        ),
+    ],
+    "watchdog_job_delayed_unpositioned": [
+        ("no position", lambda: _queued().update(position=None)),
+        ("delayed with a position", lambda: _queued().update(delayed=True)),
+        (
+            "delayed and ready",
+            lambda: _raw_insert(delayed=True, position=None, ready=True, run_after=timezone.now()),
+        ),
+        ("delayed without run_after", lambda: _raw_insert(delayed=True, position=None)),
+    ],
+    "watchdog_job_attempts_not_negative": [
+        ("negative attempts", lambda: _queued().update(attempts=-1)),
+    ],
+    "watchdog_job_timeout_positive": [
+        ("zero timeout", lambda: _queued().update(timeout=0)),
+    ],
+    "watchdog_queue_name_not_empty": [
+        ("empty queue name", lambda: Queue.objects.create(name="")),
+    ],
+    "watchdog_feed_clock_single": [
+        ("second clock", lambda: FeedClock.objects.create(id=2)),
+    ],
+}
+
+CASES = [
+    pytest.param(name, breaker, id=f"{name}-{label.replace(' ', '_')}")
+    for name, breakers in BREAKERS.items()
+    for label, breaker in breakers
+]
+
+
+def test_every_named_constraint_has_a_case() -> None:
+    declared = {
+        constraint.name
+        for model in (Job, Queue, FeedClock)
+        for constraint in model._meta.constraints
+    }
+    assert declared == set(BREAKERS)
+
+
+@pytest.mark.parametrize(("name", "breaker"), CASES)
+def test_database_rejects_the_bad_row(name: str, breaker: Callable[[], None]) -> None:
+    with pytest.raises(IntegrityError) as caught, transaction.atomic():
+        breaker()
+    # Both backends name the violated constraint (SQLite for CHECKs; UNIQUE lists columns).
+    message = str(caught.value)
+    if connection.vendor == "postgresql" or "CHECK" in message:
+        assert name in message
+
+
+def test_a_good_row_written_around_the_manager_is_accepted() -> None:
+    """The raw-insert helper itself is sound: the failures above are the constraints'."""
+    _raw_insert()
+    assert Job.objects.filter(job_id="raw", state="queued").exists()

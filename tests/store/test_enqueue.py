@@ -1,0 +1,150 @@
+"""Idempotent, transactional enqueue (SPEC §4.1, §4.13)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+import django_watchdog as wd
+from django_watchdog import JobConflict
+from django_watchdog.models import Job
+
+from .helpers import DONE, row, snapshot
+
+pytestmark = pytest.mark.django_db
+
+ORIGINAL: dict[str, Any] = {
+    "queue": "q",
+    "lane": "mail",
+    "priority": 3,
+    "payload": {"to": "a@example.com", "n": [1, 2]},
+    "max_recoveries": 2,
+}
+
+
+def test_new_job_is_queued_with_its_fields() -> None:
+    result = wd.enqueue("j", **ORIGINAL)
+    assert result.status == "queued"
+    job = wd.get_job("j")
+    assert job is not None
+    assert (job.queue, job.lane, job.priority, job.payload, job.max_recoveries) == (
+        "q",
+        "mail",
+        3,
+        {"to": "a@example.com", "n": [1, 2]},
+        2,
+    )
+    assert (job.state, job.outcome, job.recovery_count, job.failure_reason) == (
+        "queued",
+        None,
+        0,
+        None,
+    )
+    assert job.enqueued_at is not None and job.started_at is None and job.settled_at is None
+    assert result.job.pk == job.pk and result.job.job_id == "j"
+
+
+def test_defaults() -> None:
+    wd.enqueue("j", queue="q")
+    job = wd.get_job("j")
+    assert job is not None
+    assert (job.lane, job.priority, job.payload, job.max_recoveries) == ("default", 0, None, None)
+
+
+def test_identical_repeat_is_a_duplicate_and_changes_nothing() -> None:
+    wd.enqueue("j", **ORIGINAL)
+    before = snapshot()
+    # Same payload with keys in another order is the same payload.
+    again = wd.enqueue("j", **{**ORIGINAL, "payload": {"n": [1, 2], "to": "a@example.com"}})
+    assert again.status == "duplicate"
+    assert again.job.job_id == "j" and again.job.payload == ORIGINAL["payload"]
+    assert snapshot() == before
+
+
+def test_duplicate_after_the_job_ran_returns_the_settled_job() -> None:
+    wd.enqueue("j", **ORIGINAL)
+    claim = Job.objects.claim()
+    assert claim.claim_token is not None
+    Job.objects.settle("j", claim.claim_token, DONE)
+    again = wd.enqueue("j", **ORIGINAL)
+    assert again.status == "duplicate"
+    assert again.job.state == "settled"
+
+
+@pytest.mark.parametrize(
+    ("changes", "fields"),
+    [
+        ({"queue": "other"}, ("queue",)),
+        ({"lane": "default"}, ("lane",)),
+        ({"priority": 4}, ("priority",)),
+        ({"payload": {"to": "b@example.com", "n": [1, 2]}}, ("payload",)),
+        ({"payload": {"to": "a@example.com", "n": [2, 1]}}, ("payload",)),
+        ({"payload": None}, ("payload",)),
+        ({"max_recoveries": None}, ("max_recoveries",)),
+        ({"max_recoveries": 3}, ("max_recoveries",)),
+        ({"lane": "sms", "priority": -3}, ("lane", "priority")),
+        (
+            {"queue": "x", "lane": "y", "priority": 0, "payload": 1, "max_recoveries": 0},
+            ("queue", "lane", "priority", "payload", "max_recoveries"),
+        ),
+    ],
+    ids=lambda value: "-".join(value) if isinstance(value, tuple) else None,
+)
+def test_same_id_with_differences_conflicts_naming_each_and_writes_nothing(
+    changes: dict[str, Any], fields: tuple[str, ...]
+) -> None:
+    wd.enqueue("j", **ORIGINAL)
+    before = snapshot()
+    with pytest.raises(JobConflict) as caught:
+        wd.enqueue("j", **{**ORIGINAL, **changes})
+    assert caught.value.fields == fields
+    assert caught.value.job_id == "j"
+    for field in fields:
+        assert field in str(caught.value)
+    assert snapshot() == before
+
+
+def test_payload_types_are_not_conflated() -> None:
+    """1 and 1.0 and True are different JSON values: not a duplicate."""
+    wd.enqueue("j", queue="q", payload=1)
+    with pytest.raises(JobConflict):
+        wd.enqueue("j", queue="q", payload=True)
+    with pytest.raises(JobConflict):
+        wd.enqueue("j", queue="q", payload="1")
+
+
+def test_boundary_values_round_trip() -> None:
+    big = 2**53 - 1
+    wd.enqueue("h" * 256, queue="q" * 256, lane="l" * 64, priority=big, max_recoveries=big)
+    wd.enqueue("low", queue="q", priority=-big, payload={"deep": [[[{"x": "\u00e9\U0001f600"}]]]})
+    high = wd.get_job("h" * 256)
+    low = wd.get_job("low")
+    assert high is not None and high.priority == big and high.max_recoveries == big
+    assert low is not None and low.priority == -big
+    assert low.payload == {"deep": [[[{"x": "\u00e9\U0001f600"}]]]}
+    # And they are duplicates of themselves.
+    assert (
+        wd.enqueue(
+            "low", queue="q", priority=-big, payload={"deep": [[[{"x": "\u00e9\U0001f600"}]]]}
+        )
+    ).status == "duplicate"
+
+
+def test_enqueue_joins_the_callers_transaction() -> None:
+    with pytest.raises(RuntimeError), transaction.atomic():
+        wd.enqueue("j", queue="q")
+        assert wd.get_job("j") is not None
+        raise RuntimeError("the view failed")
+    assert wd.get_job("j") is None
+    assert wd.queue_head("q").state == "idle"
+    # The id is free again: the rollback took the job and its queue head with it.
+    assert wd.enqueue("j", queue="q", priority=1).status == "queued"
+
+
+def test_enqueue_ids_follow_enqueue_order() -> None:
+    for name in ("a", "b", "c"):
+        wd.enqueue(name, queue=f"q-{name}")
+    ids = [row(name)["id"] for name in ("a", "b", "c")]
+    assert ids == sorted(ids)

@@ -1,0 +1,48 @@
+"""Queue heads (SPEC §5 ``queue_head``): idle, the next queued job, or the running one."""
+
+from __future__ import annotations
+
+import pytest
+
+import django_watchdog as wd
+from django_watchdog import QueueHead
+from django_watchdog.models import Job
+
+from .helpers import DONE, claimed
+
+pytestmark = pytest.mark.django_db
+
+
+def test_unknown_queue_is_idle() -> None:
+    assert wd.queue_head("nobody") == QueueHead(state="idle")
+
+
+def test_head_follows_the_queue_through_its_life() -> None:
+    wd.enqueue("a", queue="q")
+    wd.enqueue("b", queue="q", priority=2)
+    assert wd.queue_head("q") == QueueHead(state="queued", job_id="b")
+    token = claimed().claim_token or ""
+    assert wd.queue_head("q") == QueueHead(state="running", job_id="b")
+    wd.cancel("b")
+    assert wd.queue_head("q") == QueueHead(state="running", job_id="b", cancellation_requested=True)
+    Job.objects.settle("b", token, DONE)
+    assert wd.queue_head("q") == QueueHead(state="queued", job_id="a")
+    wd.cancel("a")
+    assert wd.queue_head("q") == QueueHead(state="queued", job_id="a", cancellation_requested=True)
+    assert Job.objects.claim().status == "cancelled"
+    assert wd.queue_head("q") == QueueHead(state="idle")
+
+
+def test_cancelled_lower_job_does_not_become_the_head() -> None:
+    wd.enqueue("a", queue="q", priority=1)
+    wd.enqueue("b", queue="q")
+    wd.cancel("b")
+    assert wd.queue_head("q") == QueueHead(state="queued", job_id="a")
+
+
+def test_head_is_per_queue() -> None:
+    wd.enqueue("a", queue="q1")
+    wd.enqueue("b", queue="q2")
+    claimed()
+    assert wd.queue_head("q1").state == "running"
+    assert wd.queue_head("q2") == QueueHead(state="queued", job_id="b")

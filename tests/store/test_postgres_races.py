@@ -1,0 +1,226 @@
+"""PostgreSQL: concurrent claimers, out-of-order commits and the settled feed, and racing
+recoveries. Each thread uses its own connection; the test database is really committed to
+(``transaction=True``)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+from django.utils import timezone
+
+import django_watchdog as wd
+from django_watchdog.domain.values import Decision
+from django_watchdog.models import Job
+
+from .helpers import DONE
+
+pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+
+
+def _in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(index)`` in ``count`` threads started together; re-raise any error."""
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[index] = work(index)
+        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_concurrent_claimers_never_share_a_job_or_a_queue() -> None:
+    queues, per_queue, workers = 12, 6, 6
+    for index in range(queues * per_queue):
+        wd.enqueue(f"j{index:03}", queue=f"q{index % queues}", priority=index % 3)
+    lock = threading.Lock()
+    claimed_by: dict[str, int] = {}
+    running: dict[str, str] = {}  # queue -> job now running, as the claimers saw it
+    overlaps: list[tuple[str, str, str]] = []
+    duplicates: list[str] = []
+
+    def work(worker: int) -> int:
+        done = 0
+        idle_since = None
+        while True:
+            result = Job.objects.claim(worker_id=f"w{worker}")
+            if result.status != "claimed":
+                # "none" can mean "all ready queues are locked right now": stop only once
+                # nothing is pending at all.
+                if not Job.objects.filter(state__in=["queued", "running"]).exists():
+                    return done
+                idle_since = idle_since or timezone.now()
+                assert timezone.now() - idle_since < timedelta(seconds=60)
+                continue
+            idle_since = None
+            job = result.job
+            assert job is not None and result.claim_token is not None
+            with lock:
+                if job.job_id in claimed_by:
+                    duplicates.append(job.job_id)
+                claimed_by[job.job_id] = worker
+                if job.queue in running:
+                    overlaps.append((job.queue, running[job.queue], job.job_id))
+                running[job.queue] = job.job_id
+            with lock:
+                # Leave the record before the settle commits: after it, the next job of the
+                # queue may legitimately be claimed.
+                del running[job.queue]
+            settled = Job.objects.settle(job.job_id, result.claim_token, DONE)
+            assert settled.status == "settled"
+            done += 1
+
+    counts = _in_threads(workers, work)
+    assert duplicates == []
+    assert overlaps == []
+    assert sum(counts) == queues * per_queue
+    assert len(claimed_by) == queues * per_queue
+    assert Job.objects.filter(state="settled", outcome="completed").count() == queues * per_queue
+
+    # The database's record agrees: within each queue, runs never overlap in time, and the
+    # queue order held (priority, then enqueue order).
+    for queue in range(queues):
+        jobs = list(
+            Job.objects.filter(queue=f"q{queue}")
+            .order_by("started_at")
+            .values_list("priority", "id", "started_at", "settled_at")
+        )
+        for earlier, later in zip(jobs, jobs[1:], strict=False):
+            assert earlier[3] <= later[2], f"q{queue}: runs overlap"
+        assert [(-p, i) for p, i, *_ in jobs] == sorted((-p, i) for p, i, *_ in jobs)
+
+
+def test_out_of_order_commit_is_not_skipped_by_the_feed() -> None:
+    """X enqueues first (lower id) but commits last; a reader that already read past Y,
+    which was enqueued, run and settled meanwhile, still reads X afterwards."""
+    inserted = threading.Event()
+    commit = threading.Event()
+
+    def writer_a(_: int) -> int:
+        with transaction.atomic():
+            result = wd.enqueue("x", queue="qx")
+            inserted.set()
+            assert commit.wait(timeout=30)
+        return result.job.pk
+
+    thread_results: list[Any] = []
+    thread = threading.Thread(target=lambda: thread_results.append(_in_threads(1, writer_a)))
+    thread.start()
+    assert inserted.wait(timeout=30)
+
+    y = wd.enqueue("y", queue="qy")  # committed at once (autocommit)
+    claim = Job.objects.claim()
+    assert claim.job is not None and claim.job.job_id == "y"  # x is invisible
+    Job.objects.settle("y", claim.claim_token or "", DONE)
+
+    first = wd.settled_jobs()
+    # x is not committed, so the reader cannot see it: y is all there is, and its cursor
+    # must not make x unreachable later.
+    assert [record.job.job_id for record in first] == ["y"]
+    cursor = first[-1].cursor
+
+    commit.set()
+    thread.join(timeout=30)
+    x_pk = thread_results[0][0]
+    assert x_pk < y.job.pk  # x did take the lower sequence
+
+    assert wd.settled_jobs(cursor) == []  # x is pending now: the horizon
+    claim = Job.objects.claim()
+    assert claim.job is not None and claim.job.job_id == "x"
+    Job.objects.settle("x", claim.claim_token or "", DONE)
+    after = wd.settled_jobs(cursor)
+    assert [record.job.job_id for record in after] == ["x"]
+    assert wd.settled_jobs(after[-1].cursor) == []
+    # From the start, each appears exactly once.
+    assert Counter(r.job.job_id for r in wd.settled_jobs()) == {"x": 1, "y": 1}
+
+
+def test_reader_during_a_slow_settle_reads_every_job_once() -> None:
+    """Feed readers racing with settles and enqueues never skip nor repeat a job."""
+    total = 60
+    for index in range(total):
+        wd.enqueue(f"j{index:02}", queue=f"q{index % 10}")
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        cursor = None
+        while True:
+            page = wd.settled_jobs(cursor, 7)
+            seen.extend(record.job.job_id for record in page)
+            if page:
+                cursor = page[-1].cursor
+            elif stop.is_set() and not Job.objects.filter(state__in=["queued", "running"]).exists():
+                if not wd.settled_jobs(cursor, 7):
+                    return
+
+    def work(index: int) -> None:
+        if index == 0:
+            reader()
+            return
+        while True:
+            result = Job.objects.claim()
+            if result.status == "none":
+                if not Job.objects.filter(state__in=["queued", "running"]).exists():
+                    stop.set()
+                    return
+                continue
+            Job.objects.settle(
+                result.job.job_id,  # type: ignore[union-attr]
+                result.claim_token or "",
+                Decision.completed(),
+            )
+
+    _in_threads(4, work)
+    assert sorted(seen) == sorted(f"j{index:02}" for index in range(total))
+    assert len(seen) == len(set(seen))
+
+
+def test_two_reapers_recover_one_disappeared_claim_exactly_once() -> None:
+    rounds = 8
+    for index in range(rounds):
+        wd.enqueue(f"j{index}", queue=f"q{index}", max_recoveries=1)
+        wd.enqueue(f"k{index}", queue=f"r{index}")
+    for _ in range(rounds * 2):
+        assert Job.objects.claim(worker_id="vanished").status == "claimed"
+    later = timezone.now() + timedelta(hours=1)
+
+    results = _in_threads(2, lambda _: Job.objects.recover(now=later, timeout=30))
+    won = Counter(r.job.job_id for batch in results for r in batch)  # type: ignore[union-attr]
+    assert set(won) == {f"j{i}" for i in range(rounds)} | {f"k{i}" for i in range(rounds)}
+    assert set(won.values()) == {1}, won
+    assert Job.objects.filter(job_id__startswith="j", state="queued", recovery_count=1).count() == (
+        rounds
+    )
+    assert Job.objects.filter(job_id__startswith="k", outcome="interrupted").count() == rounds
+
+
+def test_two_reapers_reconcile_the_same_claim_one_wins() -> None:
+    wd.enqueue("j", queue="q", max_recoveries=5)
+    for _ in range(5):
+        claim = Job.objects.claim()
+        assert claim.claim_token is not None
+        statuses = _in_threads(2, lambda _: Job.objects.reconcile("j", claim.claim_token).status)  # type: ignore[arg-type]  # noqa: B023
+        assert sorted(statuses) == ["conflict", "requeued"]
+    assert Job.objects.get(job_id="j").recovery_count == 5
+    assert connection.vendor == "postgresql"

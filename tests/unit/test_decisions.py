@@ -1,0 +1,97 @@
+"""Handler decisions (SPEC §4.6): what a handler returned or raised becomes an outcome."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from django_watchdog import OutcomeUnknown
+from django_watchdog.domain import decisions
+from django_watchdog.domain.states import Outcome
+from django_watchdog.domain.values import Decision
+
+
+def _raised(error: BaseException) -> BaseException:
+    """``error`` with a traceback, as a handler would have raised it."""
+    try:
+        raise error
+    except BaseException as caught:  # noqa: BLE001 - we want the exact object back
+        return caught
+
+
+@pytest.mark.parametrize("value", [None, 3, "done", [1, {"a": 2.5}], {"n": None}])
+def test_return_completes_with_the_value_as_result(value: Any) -> None:
+    decision, warning = decisions.from_return(value)
+    assert decision == Decision(outcome=Outcome.COMPLETED, result=value)
+    assert decision.failure_reason is None
+    assert warning is None
+
+
+@pytest.mark.parametrize("value", [object(), {1, 2}, math.nan, {"a": b"x"}])
+def test_return_of_a_non_json_value_still_completes_and_drops_the_result(value: Any) -> None:
+    decision, warning = decisions.from_return(value)
+    assert decision.outcome == Outcome.COMPLETED
+    assert decision.result is None
+    assert warning is not None and warning.startswith("result dropped")
+
+
+def test_outcome_unknown_is_not_failed_and_keeps_the_traceback() -> None:
+    decision = decisions.from_exception(_raised(OutcomeUnknown("charge may have gone through")))
+    assert decision.outcome == Outcome.OUTCOME_UNKNOWN
+    assert decision.failure_reason is None
+    assert decision.traceback is not None
+    assert "charge may have gone through" in decision.traceback
+
+
+def test_subclass_of_outcome_unknown_is_outcome_unknown() -> None:
+    class GatewayTimeout(OutcomeUnknown):
+        pass
+
+    assert decisions.from_exception(GatewayTimeout()).outcome == Outcome.OUTCOME_UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (ValueError("bad value"), "ValueError: bad value"),
+        (KeyError("k"), "KeyError: 'k'"),
+        (RuntimeError(), "RuntimeError"),
+        (ZeroDivisionError("division by zero"), "ZeroDivisionError: division by zero"),
+    ],
+)
+def test_other_exception_fails_with_type_and_message(error: Exception, reason: str) -> None:
+    decision = decisions.from_exception(_raised(error))
+    assert decision.outcome == Outcome.FAILED
+    assert decision.failure_reason == reason
+    assert decision.traceback is not None
+    assert "Traceback (most recent call last)" in decision.traceback
+    assert type(error).__name__ in decision.traceback
+
+
+def test_reason_is_cut_to_200_characters_and_the_traceback_keeps_everything() -> None:
+    message = "m" * 500
+    decision = decisions.from_exception(_raised(ValueError(message)))
+    assert decision.failure_reason == ("ValueError: " + message)[:200]
+    assert len(decision.failure_reason or "") == 200
+    assert decision.traceback is not None and message in decision.traceback
+
+
+def test_custom_exception_names_its_own_class() -> None:
+    class PaymentDeclined(Exception):
+        pass
+
+    reason = decisions.failure_reason(PaymentDeclined("card expired"))
+    assert reason == "PaymentDeclined: card expired"
+
+
+def test_exception_without_traceback_still_maps() -> None:
+    decision = decisions.from_exception(ValueError("never raised"))
+    assert decision.failure_reason == "ValueError: never raised"
+
+
+def test_decision_constructors() -> None:
+    assert Decision.completed(5) == Decision(outcome=Outcome.COMPLETED, result=5)
+    assert Decision.failed("E: x").failure_reason == "E: x"
+    assert Decision.outcome_unknown().outcome == Outcome.OUTCOME_UNKNOWN
