@@ -8,7 +8,6 @@ from typing import Any
 
 from .errors import InvalidInput, OutcomeUnknown
 
-
 ExceptionSpec = type[BaseException] | str
 
 

@@ -119,6 +119,7 @@ class WatchdogWorker:
         self._warned_lanes: set[str] = set()
         self._backoff = Backoff()
         self._claim_failed = False  # a claim's commit may have succeeded unseen
+        self._claims_in_flight = 0  # claims made with a settle, not yet registered
         self.exhausted = False  # the last claim found no ready job
         self.abandoned: list[str] = []
         # Periodic schedules and retention (engine/housekeeping.py), ticked from run_once().
@@ -321,23 +322,33 @@ class WatchdogWorker:
             self.wake.set()
 
     def _run_chain(self, first: RunningJob, *, tracked: bool = False) -> None:
-        """Run ``first``, then each job claimed along with the previous settle."""
+        """Run ``first``, then each job claimed along with the previous settle.
+
+        A claim made with a settle is "in flight" until the job is registered as running:
+        orphan release (after a lost connection) must not mistake it for an orphan.
+        """
         current: RunningJob | None = first
         while current is not None:
             claim_next = self.partition if self._threads and not self._stopping.is_set() else None
-            outcome = self._execute(current, claim_next)
-            if tracked:
+            following: RunningJob | None = None
+            if claim_next is not None:
                 with self._running_lock:
-                    if self._running.get(current.job_id) is current:
+                    self._claims_in_flight += 1
+            try:
+                outcome = self._execute(current, claim_next)
+                if isinstance(outcome, WatchdogError):
+                    self._log_skipped(outcome)
+                elif outcome is not None:
+                    following = self._accept(outcome)
+            finally:
+                with self._running_lock:
+                    if tracked and self._running.get(current.job_id) is current:
                         del self._running[current.job_id]
-            current = None
-            if isinstance(outcome, WatchdogError):
-                self._log_skipped(outcome)
-            elif outcome is not None:
-                current = self._accept(outcome)
-                if current is not None and tracked:
-                    with self._running_lock:
-                        self._running[current.job_id] = current
+                    if tracked and following is not None:
+                        self._running[following.job_id] = following
+                    if claim_next is not None:
+                        self._claims_in_flight -= 1
+            current = following
             if tracked:
                 self.wake.set()
 
@@ -639,9 +650,17 @@ class WatchdogWorker:
         return unserved
 
     def _release_orphans(self) -> None:
+        """Put back claims that committed while their connection failed (never started).
+
+        Runs with the running-jobs lock held, so no job thread can be between a claim's
+        commit and registering that job; if one is, try again on the next step.
+        """
         with self._running_lock:
-            known = list(self._running)
-        for job_id in self.store.release_orphans(self.worker_id, known):
+            if self._claims_in_flight:
+                return
+            released = self.store.release_orphans(self.worker_id, list(self._running))
+            self._claim_failed = False
+        for job_id in released:
             events.log(
                 logging.WARNING,
                 "claim_released",
@@ -649,7 +668,6 @@ class WatchdogWorker:
                 worker=self.worker_id,
                 why="claim committed while the connection failed; handler never ran",
             )
-        self._claim_failed = False
 
     # -- faults --------------------------------------------------------------------------
 

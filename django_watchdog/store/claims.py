@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..domain import states
@@ -54,8 +55,8 @@ UPDATE watchdog_job AS job SET
     ready = FALSE,
     claim_token = CASE WHEN candidate.cancelled THEN NULL ELSE %s END,
     claimed_by = CASE WHEN candidate.cancelled THEN NULL ELSE %s END,
-    started_at = CASE WHEN candidate.cancelled THEN job.started_at ELSE %s END,
-    settled_at = CASE WHEN candidate.cancelled THEN %s END,
+    started_at = CASE WHEN candidate.cancelled THEN job.started_at ELSE <NOW> END,
+    settled_at = CASE WHEN candidate.cancelled THEN <NOW> END,
     attempts = CASE WHEN candidate.cancelled THEN job.attempts ELSE job.attempts + 1 END,
     retry_at = NULL
   FROM candidate
@@ -71,13 +72,13 @@ SELECT j.id, j.cancellation_id IS NOT NULL FROM watchdog_job j
 """
 RUN_SQLITE = """
 UPDATE watchdog_job SET state = 'running', ready = FALSE, claim_token = %s, claimed_by = %s,
-       started_at = %s, attempts = attempts + 1, retry_at = NULL
+       started_at = <NOW>, attempts = attempts + 1, retry_at = NULL
  WHERE id = %s AND ready = <TRUE> AND state = 'queued'
 RETURNING <COLUMNS>
 """
 SETTLE_CANCELLED_SQLITE = """
 UPDATE watchdog_job SET state = 'settled', outcome = 'cancelled', ready = FALSE,
-       settled_at = %s, retry_at = NULL
+       settled_at = <NOW>, retry_at = NULL
  WHERE id = %s AND ready = <TRUE> AND state = 'queued'
 RETURNING <COLUMNS>
 """
@@ -88,7 +89,7 @@ UPDATE watchdog_job SET
     failure_reason = CASE WHEN cancellation_id IS NULL THEN %s END,
     result = %s,
     traceback = %s,
-    settled_at = %s
+    settled_at = <NOW>
  WHERE job_id = %s AND state = 'running' AND claim_token = %s
 RETURNING <COLUMNS>
 """
@@ -101,7 +102,7 @@ UPDATE watchdog_job SET
     retry_at = CASE WHEN cancellation_id IS NULL THEN %s END,
     ready = cancellation_id IS NULL,
     traceback = %s,
-    settled_at = CASE WHEN cancellation_id IS NULL THEN NULL ELSE %s END
+    settled_at = CASE WHEN cancellation_id IS NULL THEN NULL ELSE <NOW> END
  WHERE job_id = %s AND state = 'running' AND claim_token = %s
 RETURNING <COLUMNS>
 """
@@ -151,7 +152,7 @@ def claim_statement(
     at = vendor.param_datetime(using, timezone.now())
     if vendor.is_postgres(using):
         sql = vendor.render(using, CLAIM_POSTGRES.format(lanes=predicate))
-        return sql, [*params, at, token, worker_id, at, at]
+        return sql, [*params, at, token, worker_id]
     return vendor.render(using, SELECT_READY_SQLITE.format(lanes=predicate)), [*params, at]
 
 
@@ -159,7 +160,6 @@ def _claim_once(
     using: str, partition: Partition, worker_id: str | None
 ) -> ClaimResult | WatchdogError | None:
     """One claim inside the caller's transaction; ``None`` when no ready job was taken."""
-    at = vendor.param_datetime(using, timezone.now())
     token = new_claim_token()
     sql, params = claim_statement(using, partition, token=token, worker_id=worker_id)
     found: list[tuple[Any, ...]] = []
@@ -172,9 +172,9 @@ def _claim_once(
                 return None
             pk, cancelled = candidate[0]
             if cancelled:
-                found = vendor.fetch(using, SETTLE_CANCELLED_SQLITE, (at, pk))
+                found = vendor.fetch(using, SETTLE_CANCELLED_SQLITE, (pk,))
             else:
-                found = vendor.fetch(using, RUN_SQLITE, (token, worker_id, at, pk))
+                found = vendor.fetch(using, RUN_SQLITE, (token, worker_id, pk))
         if not found:
             return None
         job = rows.to_job(using, found[0])
@@ -208,7 +208,7 @@ def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> Watchdo
         outcome=Outcome.FAILED,
         failure_reason=reason,
         ready=False,
-        settled_at=timezone.now(),
+        settled_at=Now(),
     )
     heads.refresh(using, str(queue))
     return error
@@ -242,7 +242,6 @@ def _settle(using: str, job_id: str, claim_token: str, decision: Decision) -> Se
     queue = vendor.lock_queue_of(using, job_id)
     if queue is None:
         return SettleResult(status="missing")
-    now = vendor.param_datetime(using, timezone.now())
     if decision.retry_at is not None and decision.outcome == Outcome.FAILED:
         changed = vendor.fetch(
             using,
@@ -250,7 +249,6 @@ def _settle(using: str, job_id: str, claim_token: str, decision: Decision) -> Se
             (
                 vendor.param_datetime(using, decision.retry_at),
                 decision.traceback,
-                now,
                 job_id,
                 claim_token,
             ),
@@ -259,19 +257,17 @@ def _settle(using: str, job_id: str, claim_token: str, decision: Decision) -> Se
         reason = decision.failure_reason if decision.outcome == Outcome.FAILED else None
         if decision.outcome == Outcome.FAILED and not reason:
             reason = "Failed without a reason"
-        changed = vendor.fetch(
-            using,
-            SETTLE,
-            (
-                decision.outcome.value,
-                reason,
-                vendor.param_json(using, decision.result),
-                decision.traceback,
-                now,
-                job_id,
-                claim_token,
-            ),
+        settle_params = (
+            decision.outcome.value,
+            reason,
+            vendor.param_json(using, decision.result),
+            decision.traceback,
+            job_id,
+            claim_token,
         )
+        if vendor.is_postgres(using):
+            return _settle_postgres(using, queue, job_id, claim_token, decision, settle_params)
+        changed = vendor.fetch(using, SETTLE, settle_params)
     if not changed:
         return _unchanged(using, job_id, claim_token, decision)
     job = rows.to_job(using, changed[0])
@@ -279,6 +275,53 @@ def _settle(using: str, job_id: str, claim_token: str, decision: Decision) -> Se
     if job.state == State.QUEUED:
         heads.announce(queue, head, using=using)
         return SettleResult(status="retrying", job=job)
+    heads.announce(queue, head, job, using=using)
+    return SettleResult(status="settled", job=job)
+
+
+def _settle_postgres(
+    using: str,
+    queue: str,
+    job_id: str,
+    claim_token: str,
+    decision: Decision,
+    settle_params: tuple[Any, ...],
+) -> SettleResult:
+    """Settle, pick the queue's next head and mark it ready, in one round trip.
+
+    The statement's snapshot still shows the settling job running, so the head query
+    skips it; every other row of the queue is current because we hold the queue's lock.
+    """
+    from ..conf import setting
+
+    refresh = heads.REFRESH_POSTGRES.format(
+        head=heads.HEAD.format(not_settling="AND job_id <> %s"),
+        only_if="AND EXISTS (SELECT 1 FROM settled)",
+    )
+    sql = (
+        "WITH settled AS ("
+        + SETTLE
+        + "), "
+        + refresh.strip().removeprefix("WITH ")
+        + " SELECT settled.*, head.* FROM settled LEFT JOIN head ON TRUE"
+    )
+    params = (
+        *settle_params,
+        queue,
+        job_id,
+        queue,
+        queue,
+        setting("NOTIFY_CHANNEL"),
+        queue,
+        [],
+    )
+    found = vendor.fetch(using, sql, params)
+    if not found:
+        return _unchanged(using, job_id, claim_token, decision)
+    width = len(rows.job_fields())
+    job = rows.to_job(using, found[0][:width])
+    head_row = found[0][width:]
+    head = heads.head_of(None if head_row[0] is None else head_row)
     heads.announce(queue, head, job, using=using)
     return SettleResult(status="settled", job=job)
 
@@ -341,7 +384,7 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
         else:
             outcome, reason = Outcome.INTERRUPTED, states.budget_exhausted_reason(max_recoveries)
         running.update(
-            state=State.SETTLED, outcome=outcome, failure_reason=reason, settled_at=timezone.now()
+            state=State.SETTLED, outcome=outcome, failure_reason=reason, settled_at=Now()
         )
         job = jobs.get(pk=pk)
         heads.announce(queue, heads.refresh(using, queue), job, using=using)

@@ -8,7 +8,7 @@ queued job by priority, then position. Delayed jobs not yet due are not in the o
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ..domain.values import IDLE, QueueHead
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 HEAD = """
 SELECT rank, id, job_id, cancellation_id, ready, lane FROM (
     SELECT 0 AS rank, id, job_id, cancellation_id, ready, lane
-      FROM watchdog_job WHERE queue = %s AND state = 'running'
+      FROM watchdog_job WHERE queue = %s AND state = 'running' {not_settling}
     UNION ALL
     SELECT * FROM (
         SELECT 1 AS rank, id, job_id, cancellation_id, ready, lane
@@ -37,14 +37,32 @@ SELECT rank, id, job_id, cancellation_id, ready, lane FROM (
 ORDER BY rank
 LIMIT 1
 """
-MARK_READY = "UPDATE watchdog_job SET ready = TRUE WHERE id = %s AND NOT ready"
-MARK_READY_NOTIFY = (
-    "UPDATE watchdog_job SET ready = TRUE WHERE id = %s AND NOT ready RETURNING pg_notify(%s, lane)"
+#: PostgreSQL: the head, its ready flag and the displaced head's, in one round trip.
+#: ``{head}`` is HEAD; ``{only_if}`` lets the settle statement make it conditional.
+REFRESH_POSTGRES = """
+WITH head AS ({head}),
+marked AS (
+    UPDATE watchdog_job SET ready = TRUE FROM head
+     WHERE watchdog_job.id = head.id AND head.rank <> 0 AND NOT watchdog_job.ready {only_if}
+    RETURNING pg_notify(%s, watchdog_job.lane)
+),
+demoted AS (
+    UPDATE watchdog_job SET ready = FALSE FROM head
+     WHERE watchdog_job.queue = %s AND watchdog_job.ready AND watchdog_job.cancellation_id IS NULL
+       AND watchdog_job.id <> head.id AND head.rank <> 0 AND head.id = ANY(%s::bigint[])
+    RETURNING 1
 )
+"""
+MARK_READY = "UPDATE watchdog_job SET ready = TRUE WHERE id = %s AND NOT ready"
 DEMOTE = """
 UPDATE watchdog_job SET ready = FALSE
  WHERE queue = %s AND ready = <TRUE> AND cancellation_id IS NULL AND id <> %s
 """
+
+
+def head_of(row: Sequence[object] | None) -> QueueHead:
+    """The ``QueueHead`` of a HEAD row (rank, id, job_id, cancellation_id, ready, lane)."""
+    return _head(tuple(row) if row is not None else None)
 
 
 def _head(row: tuple[object, ...] | None) -> QueueHead:
@@ -60,7 +78,7 @@ def _head(row: tuple[object, ...] | None) -> QueueHead:
 
 def read(using: str, queue: str) -> QueueHead:
     """The head of ``queue`` as it stands; writes nothing."""
-    rows = vendor.fetch(using, HEAD, (queue, queue, queue))
+    rows = vendor.fetch(using, HEAD.format(not_settling=""), (queue, queue, queue))
     return _head(rows[0] if rows else None)
 
 
@@ -71,7 +89,14 @@ def refresh(using: str, queue: str, *, entered: Collection[int] = ()) -> QueueHe
     head, the head it displaced loses its ready flag. No other transition can leave a
     stale ready head behind. The caller holds the queue's lock.
     """
-    rows = vendor.fetch(using, HEAD, (queue, queue, queue))
+    if vendor.is_postgres(using):
+        from ..conf import setting
+
+        sql = REFRESH_POSTGRES.format(head=HEAD.format(not_settling=""), only_if="")
+        params = (queue, queue, queue, setting("NOTIFY_CHANNEL"), queue, list(entered))
+        rows = vendor.fetch(using, sql + "SELECT * FROM head", params)
+        return _head(rows[0] if rows else None)
+    rows = vendor.fetch(using, HEAD.format(not_settling=""), (queue, queue, queue))
     if not rows:
         return IDLE
     row = rows[0]
@@ -80,12 +105,7 @@ def refresh(using: str, queue: str, *, entered: Collection[int] = ()) -> QueueHe
         if pk in entered:
             vendor.execute(using, DEMOTE, (queue, pk))
         if not ready:
-            if vendor.is_postgres(using):
-                from ..conf import setting
-
-                vendor.fetch(using, MARK_READY_NOTIFY, (pk, setting("NOTIFY_CHANNEL")))
-            else:
-                vendor.execute(using, MARK_READY, (pk,))
+            vendor.execute(using, MARK_READY, (pk,))
     return _head(row)
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import F
-from django.db.models.functions import Coalesce
-from django.utils import timezone
+from django.db.models.functions import Coalesce, Now
 
 from ..domain.states import PENDING_STATES, Outcome, State
 from ..domain.values import LaneFailure
@@ -29,7 +28,6 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
         )
         vendor.lock_queues(using, [queue for _, queue in batch])
         settled = []
-        now = timezone.now()
         for pk, queue in batch:
             changed = pending.filter(pk=pk).update(
                 state=State.SETTLED,
@@ -40,7 +38,7 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
                 delayed=False,
                 position=Coalesce(F("position"), F("id")),
                 retry_at=None,
-                settled_at=now,
+                settled_at=Now(),
             )
             if not changed:
                 continue  # settled by its worker before we held the lock

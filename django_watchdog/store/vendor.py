@@ -37,13 +37,19 @@ def _render(sql: str, vendor: str) -> str:
         return sql
     from . import rows
 
-    true, false = ("TRUE", "FALSE") if vendor == "postgresql" else ("1", "0")
-    return rows.expand(sql).replace("<TRUE>", true).replace("<FALSE>", false)
+    if vendor == "postgresql":
+        true, false, now = "TRUE", "FALSE", "clock_timestamp()"
+    else:
+        true, false, now = "1", "0", "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+    rendered = rows.expand(sql).replace("<TRUE>", true).replace("<FALSE>", false)
+    return rendered.replace("<NOW>", now)
 
 
 def render(using: str, sql: str) -> str:
     """``sql`` for this database: ``<COLUMNS>`` filled in, ``<TRUE>``/``<FALSE>`` spelt so
-    the planner matches the partial indexes (SQLite compares ``ready = 1`` literally)."""
+    the planner matches the partial indexes (SQLite compares ``ready = 1`` literally), and
+    ``<NOW>`` the database's clock: one clock orders every job timestamp, whichever
+    machine wrote it, and a settle always stamps before the claim it makes possible."""
     return _render(sql, connections[using].vendor)
 
 
