@@ -91,7 +91,7 @@ INSERT INTO watchdog_job
     (id, position, job_id, queue, lane, priority, payload, max_recoveries, state,
      recovery_count, attempts, ready, delayed, run_after, retry_policy, timeout, enqueued_at)
 SELECT next.id, CASE WHEN %s THEN NULL ELSE next.id END, %s, %s, %s, %s, %s, %s, 'queued',
-       0, 0, FALSE, %s, %s, %s, %s, %s
+       0, 0, FALSE, %s, %s, %s, %s, <NOW>
   FROM next
 ON CONFLICT (job_id) DO NOTHING
 RETURNING <COLUMNS>
@@ -104,7 +104,7 @@ VALUES (CASE WHEN %s THEN NULL
              -- AUTOINCREMENT gives the new row seq + 1: its position is its id.
              ELSE (SELECT COALESCE(MAX(seq), 0) + 1 FROM sqlite_sequence
                     WHERE name = 'watchdog_job') END,
-        %s, %s, %s, %s, %s, %s, 'queued', 0, 0, FALSE, %s, %s, %s, %s, %s)
+        %s, %s, %s, %s, %s, %s, 'queued', 0, 0, FALSE, %s, %s, %s, %s, <NOW>)
 ON CONFLICT (job_id) DO NOTHING
 RETURNING <COLUMNS>
 """
@@ -121,9 +121,8 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
     now = timezone.now()
     delayed = new.run_after is not None and new.run_after > now
     with transaction.atomic(using=using):
-        prior = Job.objects.using(using).filter(job_id=new.job_id).first()
-        if prior is not None:
-            return _duplicate(new, prior)
+        # Insert first and compare only on conflict: a fresh job costs no extra read. A
+        # conflicting repeat raises inside this block, so even the queue row rolls back.
         vendor.lock_queue(using, new.queue, create=True)
         fields = (
             new.job_id,
@@ -136,12 +135,10 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
             vendor.param_datetime(using, new.run_after),
             vendor.param_json(using, new.retry.to_json() if new.retry else None),
             new.timeout,
-            vendor.param_datetime(using, now),
         )
         insert = INSERT_POSTGRES if vendor.is_postgres(using) else INSERT_SQLITE
         inserted = vendor.fetch(using, insert, (delayed, *fields))
         if not inserted:
-            # A concurrent transaction inserted the same id and committed first.
             return _duplicate(new, Job.objects.using(using).get(job_id=new.job_id))
         job = rows.to_job(using, inserted[0])
         if delayed:
