@@ -120,6 +120,7 @@ class WatchdogWorker:
         self._backoff = Backoff()
         self._claim_failed = False  # a claim's commit may have succeeded unseen
         self._claims_in_flight = 0  # claims made with a settle, not yet registered
+        self._promote_at = 0.0  # monotonic time of the next look for due delayed jobs
         self.exhausted = False  # the last claim found no ready job
         self.abandoned: list[str] = []
         # Periodic schedules and retention (engine/housekeeping.py), ticked from run_once().
@@ -219,7 +220,11 @@ class WatchdogWorker:
         if self._claim_failed:
             self._release_orphans()
         self.enforce_timeouts()
-        self.store.promote_due(now=self.clock.now())
+        if self.clock.monotonic() >= self._promote_at:
+            # Delayed jobs enter their queues at most a poll interval late, or on time
+            # when the idle loop knew when the next one was due.
+            self.store.promote_due(now=self.clock.now())
+            self._promote_at = self.clock.monotonic() + self.options.timing("poll_interval")
         started = 0
         self.exhausted = False
         while self.free_slots() and not self._stopping.is_set():
@@ -298,7 +303,9 @@ class WatchdogWorker:
             except DatabaseError:
                 due = None
             if due is not None:
-                wait = min(wait, max(0.0, (due - self.clock.now()).total_seconds()))
+                until_due = max(0.0, (due - self.clock.now()).total_seconds())
+                wait = min(wait, until_due)
+                self._promote_at = min(self._promote_at, self.clock.monotonic() + until_due)
         return wait
 
     # -- execution ---------------------------------------------------------------------

@@ -142,6 +142,7 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
             return _duplicate(new, Job.objects.using(using).get(job_id=new.job_id))
         job = rows.to_job(using, inserted[0])
         if delayed:
+            vendor.notify(using, new.lane)  # idle workers learn when to look again
             heads.announce(new.queue, None, using=using)
         else:
             head = heads.refresh(using, new.queue, entered=(job.pk,))

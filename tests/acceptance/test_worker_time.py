@@ -21,13 +21,16 @@ def _stop(worker):
 
 
 def test_a_delayed_job_blocks_nothing_and_starts_when_due(spawn_worker, runs):
-    due = timezone.now() + timedelta(seconds=1.0)
+    due = timezone.now() + timedelta(seconds=3.0)
     wd.enqueue("later", queue="q", lane="t-record", run_after=due)
     wd.enqueue("now", queue="q", lane="t-record")
     assert wd.get_job("later").delayed and wd.queue_head("q").job_id == "now"
     worker = spawn_worker()
-    wait_until(lambda: wd.get_job("later").state == "settled", timeout=20,
-               message="the delayed job to run")
+    wait_until(lambda: wd.get_job("now").state == "settled", message="the queue's other job")
+    assert wd.get_job("later").delayed, "(the worker started too slowly for this test)"
+    wait_until(
+        lambda: wd.get_job("later").state == "settled", timeout=20, message="the delayed job to run"
+    )
     _stop(worker)
     later, now = runs.starts("later")[0], runs.starts("now")[0]
     assert now["time"] < later["time"], "the delayed job did not block its queue"
@@ -36,15 +39,22 @@ def test_a_delayed_job_blocks_nothing_and_starts_when_due(spawn_worker, runs):
 
 
 def test_a_delayed_job_enters_the_order_as_if_enqueued_when_due(spawn_worker, runs):
-    wd.enqueue("early-but-delayed", queue="q", lane="t-record",
-               run_after=timezone.now() + timedelta(seconds=0.3))
+    wd.enqueue(
+        "early-but-delayed",
+        queue="q",
+        lane="t-record",
+        run_after=timezone.now() + timedelta(seconds=0.3),
+    )
     blocker = wd.enqueue("blocker", queue="q", lane="t-record", payload={"sleep": 1.0})
     assert blocker.status == "queued"
     worker = spawn_worker()
     wait_until(lambda: runs.starts("blocker"), message="the blocker to start")
     wd.enqueue("enqueued-after-due", queue="q", lane="t-record")  # due time has passed by now
-    wait_until(lambda: Job.objects.filter(state="settled").count() == 3, timeout=20,
-               message="all three to settle")
+    wait_until(
+        lambda: Job.objects.filter(state="settled").count() == 3,
+        timeout=20,
+        message="all three to settle",
+    )
     _stop(worker)
     order = [r["job_id"] for r in sorted(runs.starts(), key=lambda r: r["time"])]
     assert order == ["blocker", "early-but-delayed", "enqueued-after-due"]
@@ -56,14 +66,19 @@ def test_a_retrying_job_keeps_the_head_of_its_queue_until_it_succeeds(spawn_work
     wait_until(lambda: runs.starts("flaky"), message="the first attempt")
     # A higher-priority job arriving while the flaky one waits to retry must not overtake it.
     wd.enqueue("urgent", queue="q", lane="t-record", priority=100)
-    wait_until(lambda: wd.get_job("urgent").state == "settled", timeout=20,
-               message="the queue to drain")
+    wait_until(
+        lambda: wd.get_job("urgent").state == "settled", timeout=20, message="the queue to drain"
+    )
     _stop(worker)
     flaky = wd.get_job("flaky")
     assert (flaky.outcome, flaky.attempts, flaky.result) == ("completed", 3, 3)
     starts = sorted(runs.starts(), key=lambda r: r["time"])
     assert [(r["job_id"], r.get("attempt")) for r in starts] == [
-        ("flaky", 1), ("flaky", 2), ("flaky", 3), ("urgent", None)]
+        ("flaky", 1),
+        ("flaky", 2),
+        ("flaky", 3),
+        ("urgent", None),
+    ]
     gaps = [b["time"] - a["time"] for a, b in zip(starts, starts[1:3], strict=False)]
     assert all(gap >= 0.19 for gap in gaps), f"backoff not respected: {gaps}"
 
@@ -71,8 +86,11 @@ def test_a_retrying_job_keeps_the_head_of_its_queue_until_it_succeeds(spawn_work
 def test_retries_run_out_and_the_last_failure_settles_failed(spawn_worker, runs):
     wd.enqueue("doomed", queue="q", lane="t-flaky", payload={"fail_until": 99})
     worker = spawn_worker("--burst")
-    wait_until(lambda: wd.get_job("doomed").state == "settled", timeout=20,
-               message="the retries to run out")
+    wait_until(
+        lambda: wd.get_job("doomed").state == "settled",
+        timeout=20,
+        message="the retries to run out",
+    )
     worker.wait()
     job = wd.get_job("doomed")
     assert (job.outcome, job.attempts) == ("failed", 3)
@@ -87,19 +105,24 @@ def test_a_per_job_retry_policy_overrides_the_handler_and_outcome_unknown_never_
     wd.enqueue("twice", queue="a", lane="t-flaky", payload={"fail_until": 5}, retry=policy)
     wd.enqueue("unknown", queue="b", lane="t-unknown", retry=policy)
     worker = spawn_worker("--burst")
-    wait_until(lambda: Job.objects.filter(state="settled").count() == 2, timeout=20,
-               message="both to settle")
+    wait_until(
+        lambda: Job.objects.filter(state="settled").count() == 2,
+        timeout=20,
+        message="both to settle",
+    )
     worker.wait()
     assert wd.get_job("twice").attempts == 2
-    assert (wd.get_job("unknown").outcome, wd.get_job("unknown").attempts) == (
-        "outcome_unknown", 1)
+    assert (wd.get_job("unknown").outcome, wd.get_job("unknown").attempts) == ("outcome_unknown", 1)
 
 
 def test_a_timeout_turns_cancel_requested_on(spawn_worker, runs):
     wd.enqueue("slow", queue="q", lane="t-record", payload={"sleep": 30}, timeout=0.3)
     worker = spawn_worker()
-    wait_until(lambda: wd.get_job("slow").state == "settled", timeout=20,
-               message="the timed-out job to settle")
+    wait_until(
+        lambda: wd.get_job("slow").state == "settled",
+        timeout=20,
+        message="the timed-out job to settle",
+    )
     _stop(worker)
     job = wd.get_job("slow")
     assert job.outcome == "failed"
@@ -111,8 +134,11 @@ def test_a_hung_handler_is_abandoned_outcome_unknown_and_frees_its_slot(spawn_wo
     wd.enqueue("hung", queue="a", lane="t-hang", payload={"sleep": 60}, timeout=0.2)
     wd.enqueue("next", queue="b", lane="t-record")
     worker = spawn_worker("--concurrency", "1")
-    wait_until(lambda: wd.get_job("next").state == "settled", timeout=20,
-               message="the other job to get the freed slot")
+    wait_until(
+        lambda: wd.get_job("next").state == "settled",
+        timeout=20,
+        message="the other job to get the freed slot",
+    )
     job = wd.get_job("hung")
     assert job.outcome == "outcome_unknown"
     assert "abandoned" in job.traceback
