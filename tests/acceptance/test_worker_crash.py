@@ -121,3 +121,16 @@ def test_cancelling_a_running_job_stops_it_cooperatively(spawn_worker, runs):
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     assert Job.objects.filter(state="running").count() == 0
+
+
+def test_a_second_signal_exits_at_once(spawn_worker, runs):
+    wd.enqueue("stuck", queue="q", lane="t-hang", payload={"sleep": 60})
+    worker = spawn_worker("--shutdown-grace", "60")
+    wait_until(lambda: runs.starts("stuck"), message="the job to start")
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "finishing running jobs" in worker.output(), message="the first signal")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=10) == 128 + signal.SIGTERM
+    assert "second signal" in worker.output()
+    # The job is left running under a worker that is gone: the next worker recovers it.
+    assert wd.get_job("stuck").state == "running"
