@@ -1,0 +1,818 @@
+"""Run watchdog, its peers and the floor through the same workloads; print tables, save JSON.
+
+Usage (through bench/run, which builds the virtualenv):
+    bench/run [--quick] [--repeat N] [--only watchdog,tasks_db,procrastinate,celery,floor]
+              [--db sqlite|postgres|both] [--jobs N] [--no-charts]
+
+Every system runs real worker processes started exactly as a user would start them; every
+job is the same no-op that appends one line to a stamp file (bench/stamp.py). Rates come
+from the stamps: a drain is N / (last handler start - commit of the backlog); a wake
+latency is handler start - commit of that one job. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+RESULTS = ROOT / "bench" / "results"
+CHARTS = ROOT / "docs" / "performance"
+SQLITE_DIR = Path("/tmp/django-watchdog-bench")
+PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+SYSTEMS = ("watchdog", "tasks_db", "procrastinate", "celery", "floor")
+PEERS = ("tasks_db", "procrastinate", "celery")
+LABELS = {
+    "watchdog": "watchdog",
+    "tasks_db": "django-tasks-db",
+    "procrastinate": "procrastinate",
+    "celery": "celery+redis",
+    "floor": "floor",
+}
+PG_ONLY = {"procrastinate"}
+PG_DATABASES = {
+    "watchdog": "watchdog_bench",
+    "tasks_db": "bench_tasks_db",
+    "procrastinate": "bench_procrastinate",
+    "floor": "bench_floor",
+}
+WORKER_PROCS = (1, 2, 4)
+FLOOR_PROCS = (1, 2)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    enqueue_single: int
+    enqueue_bulk: int
+    drain: int
+    drain_queues: int
+    latency: int
+    flat_queued: int
+    flat_settled: int
+    flat_drain: int
+    flat_queues: int
+
+
+DEFAULT = Sizes(500, 2000, 1000, 100, 100, 99_000, 1_000_000, 1000, 100)
+QUICK = Sizes(100, 300, 200, 20, 20, 9_900, 100_000, 200, 20)
+
+
+def log(message: str) -> None:
+    sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {message}\n")
+    sys.stderr.flush()
+
+
+# -- processes -----------------------------------------------------------------------------
+
+
+def base_env(system: str, db: str, stamp_file: Path) -> dict[str, str]:
+    env = os.environ.copy()
+    env.update(
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+        BENCH_SYSTEM=system,
+        BENCH_DB=db,
+        BENCH_SQLITE_DIR=str(SQLITE_DIR),
+        BENCH_STAMP_FILE=str(stamp_file),
+    )
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    if system in ("watchdog", "tasks_db"):
+        env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    return env
+
+
+def floor_target(db: str) -> str:
+    if db == "postgres":
+        return f"postgresql://{PG['user']}@{PG['host']}:{PG['port']}/{PG_DATABASES['floor']}"
+    return str(SQLITE_DIR / "bench_floor.sqlite3")
+
+
+def drive(
+    system: str, db: str, op: str, stamps_path: Path, timeout: float = 600, **args: Any
+) -> Any:
+    """Run one driver op in a subprocess with the system's settings; its JSON result."""
+    if system == "floor":
+        args.setdefault("target", floor_target(db))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.driver", system, db, op, json.dumps(args)],
+        cwd=ROOT,
+        env=base_env(system, db, stamps_path),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"driver {system} {db} {op} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def worker_command(system: str, db: str, concurrency: int, index: int) -> list[str]:
+    py = sys.executable
+    if system == "watchdog":
+        return [
+            py,
+            "-m",
+            "django",
+            "watchdog_worker",
+            "--lane",
+            "bench",
+            "--concurrency",
+            str(concurrency),
+            "--log-level",
+            "WARNING",
+            "--worker-id",
+            f"bench-{index}-{os.getpid()}",
+        ]
+    if system == "tasks_db":
+        return [
+            py,
+            "-m",
+            "django",
+            "db_worker",
+            "--queue-name",
+            "default",
+            "--interval",
+            "0.1",
+            "--no-startup-delay",
+            "--no-reload",
+            "--verbosity",
+            "0",
+        ]
+    if system == "procrastinate":
+        return [
+            str(BIN / "procrastinate"),
+            "--app=bench.peers.procrastinate_app.app",
+            "worker",
+            "--concurrency",
+            str(concurrency),
+            "--name",
+            f"bench-{index}",
+        ]
+    if system == "celery":
+        return [
+            str(BIN / "celery"),
+            "-A",
+            "bench.peers.celery_app",
+            "worker",
+            "--pool",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-Q",
+            "bench",
+            "--loglevel",
+            "WARNING",
+            "-n",
+            f"bench{index}@%h",
+        ]
+    if system == "floor":
+        return [py, "-m", "bench.floor", db, floor_target(db)]
+    raise ValueError(system)
+
+
+class Workers:
+    """``count`` worker processes of one system; stopped (TERM, then KILL) on exit."""
+
+    def __init__(
+        self,
+        system: str,
+        db: str,
+        count: int,
+        concurrency: int,
+        stamp_file: Path,
+        log_dir: Path,
+        extra: list[str] | None = None,
+    ) -> None:
+        self.popens: list[subprocess.Popen[bytes]] = []
+        env = base_env(system, db, stamp_file)
+        for index in range(count):
+            command = worker_command(system, db, concurrency, index)
+            if extra:
+                command = [c for c in command if c not in ("--lane", "bench")] + extra
+            out = (log_dir / f"{system}-{db}-{index}.log").open("ab")
+            self.popens.append(
+                subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            )
+
+    def check_alive(self) -> None:
+        for popen in self.popens:
+            if popen.poll() is not None:
+                raise RuntimeError(f"worker {popen.args} exited with {popen.returncode}")
+
+    def peak_rss_mb(self) -> float:
+        """Largest VmHWM (peak resident set) among the workers and their children."""
+        import psutil
+
+        peak = 0
+        for popen in self.popens:
+            try:
+                tree = [psutil.Process(popen.pid)]
+                tree += tree[0].children(recursive=True)
+            except psutil.NoSuchProcess:
+                continue
+            for process in tree:
+                try:
+                    status = Path(f"/proc/{process.pid}/status").read_text()
+                except OSError:
+                    continue
+                for line in status.splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        return round(peak / 1024, 1)
+
+    def stop(self) -> None:
+        for popen in self.popens:
+            if popen.poll() is None:
+                popen.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for popen in self.popens:
+            try:
+                popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Stamps:
+    """Reads the stamp file incrementally: handler start times by tag prefix."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.times: dict[str, float] = {}
+        self.by_prefix: dict[str, list[float]] = {}
+        path.unlink(missing_ok=True)
+        path.touch()
+
+    def read(self) -> None:
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for line in complete.decode().splitlines():
+            tag, _pid, at = line.split(" ")
+            self.times[tag] = float(at)
+            self.by_prefix.setdefault(tag.rsplit(":", 1)[0], []).append(float(at))
+
+    def wait(
+        self, prefix: str, count: int, timeout: float, workers: Workers | None = None
+    ) -> list[float]:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.read()
+            seen = self.by_prefix.get(prefix, [])
+            if len(seen) >= count:
+                return seen
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(seen)}/{count} jobs of {prefix} ran in {timeout}s")
+            if workers is not None:
+                workers.check_alive()
+            time.sleep(0.01)
+
+
+# -- workloads -----------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.sizes = QUICK if args.quick else DEFAULT
+        if args.jobs:
+            self.sizes = Sizes(
+                **{
+                    **self.sizes.__dict__,
+                    "drain": args.jobs,
+                    "drain_queues": max(1, args.jobs // 10),
+                }
+            )
+        self.repeat = args.repeat
+        self.procs = (1, 2) if args.quick else WORKER_PROCS
+        self.only = args.only
+        self.work = Path("/tmp/django-watchdog-bench")
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.logs = self.work / "logs"
+        shutil.rmtree(self.logs, ignore_errors=True)
+        self.logs.mkdir()
+        self.results: dict[str, dict[str, dict[str, Any]]] = {}
+        self.failures: list[str] = []
+
+    def record(self, db: str, system: str, metric: str, runs: list[float] | float | None) -> None:
+        if runs is None:
+            return
+        runs = runs if isinstance(runs, list) else [runs]
+        entry = {"runs": [round(r, 3) for r in runs], "median": round(statistics.median(runs), 3)}
+        self.results.setdefault(db, {}).setdefault(system, {})[metric] = entry
+        log(f"  {db:8} {system:13} {metric:22} {entry['median']:>10}  {entry['runs']}")
+
+    def stamps(self, name: str) -> Stamps:
+        return Stamps(self.work / f"stamps-{name}.txt")
+
+    # databases
+
+    def prepare(self, system: str, db: str) -> None:
+        if db == "postgres" and system in PG_DATABASES:
+            import psycopg
+
+            name = PG_DATABASES[system]
+            with psycopg.connect(dbname="postgres", autocommit=True, **PG) as connection:
+                connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                connection.execute(f"CREATE DATABASE {name}")
+        if db == "sqlite":
+            stem = "watchdog_bench" if system == "watchdog" else f"bench_{system}"
+            for path in SQLITE_DIR.glob(f"{stem}.sqlite3*"):
+                path.unlink()
+        drive(system, db, "setup", self.work / "stamps-setup.txt")
+
+    # enqueue
+
+    def enqueue(self, system: str, db: str) -> None:
+        single, bulk = [], []
+        stamp = self.work / "stamps-enqueue.txt"
+        for rep in range(self.repeat):
+            drive(system, db, "reset", stamp)
+            n = self.sizes.enqueue_single
+            single.append(
+                n / drive(system, db, "enqueue_single", stamp, n=n, tag=f"e:{rep}")["seconds"]
+            )
+            if system != "celery":
+                n = self.sizes.enqueue_bulk
+                bulk.append(
+                    n / drive(system, db, "enqueue_bulk", stamp, n=n, tag=f"b:{rep}")["seconds"]
+                )
+        drive(system, db, "reset", stamp)
+        self.record(db, system, "enqueue_single", single)
+        self.record(db, system, "enqueue_bulk", bulk or None)
+
+    # drain
+
+    def warm_up(self, system: str, db: str, workers: Workers, stamps: Stamps, count: int) -> None:
+        drive(system, db, "prefill", stamps.path, n=count, queues=count, tag="w:0")
+        stamps.wait("w:0", count, timeout=60, workers=workers)
+        time.sleep(0.5)
+
+    def drain_runs(
+        self,
+        system: str,
+        db: str,
+        workers: Workers,
+        stamps: Stamps,
+        n: int,
+        queues: int,
+        label: str,
+    ) -> list[float]:
+        rates = []
+        for rep in range(self.repeat):
+            prefix = f"{label}:{rep}"
+            commit = drive(system, db, "prefill", stamps.path, n=n, queues=queues, tag=prefix)[
+                "commit"
+            ]
+            seen = stamps.wait(prefix, n, timeout=max(120.0, n / 10), workers=workers)
+            rates.append(n / (max(seen) - commit))
+        return rates
+
+    def drain(self, system: str, db: str) -> None:
+        procs = FLOOR_PROCS if system == "floor" else self.procs
+        concurrencies = (1, 4) if system == "watchdog" else (1,)
+        for concurrency in concurrencies:
+            for count in procs:
+                drive(system, db, "reset", self.work / "stamps-reset.txt")
+                stamps = self.stamps(f"{system}-{db}-drain")
+                with Workers(system, db, count, concurrency, stamps.path, self.logs) as workers:
+                    self.warm_up(system, db, workers, stamps, count * concurrency * 2)
+                    rates = self.drain_runs(
+                        system, db, workers, stamps, self.sizes.drain, self.sizes.drain_queues, "d"
+                    )
+                    rss = workers.peak_rss_mb()
+                self.record(db, system, f"drain_p{count}_c{concurrency}", rates)
+                self.record(db, system, f"rss_mb_p{count}_c{concurrency}", rss)
+
+    # wake latency
+
+    def latency(self, system: str, db: str) -> None:
+        if system == "floor":
+            return
+        drive(system, db, "reset", self.work / "stamps-reset.txt")
+        stamps = self.stamps(f"{system}-{db}-latency")
+        p50, p95, p99, lost = [], [], [], 0
+        with Workers(system, db, 1, 1, stamps.path, self.logs) as workers:
+            self.warm_up(system, db, workers, stamps, 2)
+            for rep in range(self.repeat):
+                commits = drive(
+                    system,
+                    db,
+                    "latency",
+                    stamps.path,
+                    k=self.sizes.latency,
+                    tag=f"l:{rep}",
+                    stamp_file=str(stamps.path),
+                )["commits"]
+                stamps.read()
+                waits = sorted(
+                    (stamps.times[tag] - at) * 1000
+                    for tag, at in commits.items()
+                    if at > 0 and tag in stamps.times
+                )
+                lost += len(commits) - len(waits)
+                p50.append(quantile(waits, 0.50))
+                p95.append(quantile(waits, 0.95))
+                p99.append(quantile(waits, 0.99))
+        self.record(db, system, "latency_p50_ms", p50)
+        self.record(db, system, "latency_p95_ms", p95)
+        self.record(db, system, "latency_p99_ms", p99)
+        if lost:
+            log(f"  {system} {db}: {lost} latency jobs not seen within 5 s (left out)")
+
+    # backlog flatness (watchdog)
+
+    def flatness(self, db: str) -> None:
+        system, sizes = "watchdog", self.sizes
+        drive(system, db, "reset", self.work / "stamps-reset.txt")
+        stamps = self.stamps(f"flat-{db}")
+        with Workers(system, db, 2, 1, stamps.path, self.logs) as workers:
+            self.warm_up(system, db, workers, stamps, 4)
+            empty = self.drain_runs(
+                system, db, workers, stamps, sizes.flat_drain, sizes.flat_queues, "fe"
+            )
+        self.record(db, system, "flat_empty", empty)
+        with Workers(
+            system,
+            db,
+            1,
+            1,
+            stamps.path,
+            self.logs,
+            extra=["--lane", "bench-sleep", "--shutdown-grace", "1"],
+        ) as sleeper:
+            drive(system, db, "flat_busy", stamps.path, hold=1800)
+            log(
+                f"  generating {sizes.flat_queued:,} queued behind one busy queue and "
+                f"{sizes.flat_settled:,} settled rows ({db})"
+            )
+            made = drive(
+                system,
+                db,
+                "flat_fill",
+                stamps.path,
+                queued=sizes.flat_queued,
+                settled=sizes.flat_settled,
+            )
+            log(f"  generated in {made['seconds']:.1f}s: {made['counts']}")
+            with Workers(system, db, 2, 1, stamps.path, self.logs) as workers:
+                self.warm_up(system, db, workers, stamps, 4)
+                big = self.drain_runs(
+                    system, db, workers, stamps, sizes.flat_drain, sizes.flat_queues, "fb"
+                )
+            sleeper.check_alive()
+        self.record(db, system, "flat_big", big)
+        self.record(db, system, "flatness", [b / e for b, e in zip(big, empty, strict=True)])
+        self.results[db][system]["flat_backlog"] = {
+            "queued": sizes.flat_queued + sizes.flat_drain,
+            "settled": sizes.flat_settled,
+        }
+
+    # everything
+
+    def run(self, databases: list[str]) -> None:
+        for db in databases:
+            for system in self.only:
+                if system == "celery" and db != databases[-1]:
+                    continue  # Redis does not depend on the database: measured once
+                if system in PG_ONLY and db == "sqlite":
+                    continue
+                log(f"{LABELS[system]} on {db}")
+                steps = [self.prepare, self.drain, self.latency]
+                if system != "floor":
+                    steps.insert(1, self.enqueue)
+                if system == "watchdog":
+                    steps.append(lambda _system, db: self.flatness(db))
+                for step in steps:
+                    try:
+                        step(system, db)
+                    except (RuntimeError, TimeoutError, subprocess.SubprocessError) as error:
+                        log(f"  FAILED {system} {db} {getattr(step, '__name__', 'step')}: {error}")
+                        self.failures.append(f"{system} {db}: {error}"[:500])
+                        if step == self.prepare:
+                            break
+        if "celery" in self.results.get(databases[-1], {}):
+            for db in databases:
+                self.results.setdefault(db, {})["celery"] = self.results[databases[-1]]["celery"]
+
+
+def quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    index = min(len(values) - 1, max(0, round(q * (len(values) - 1))))
+    return values[index]
+
+
+# -- report --------------------------------------------------------------------------------
+
+ROWS = [
+    ("enqueue_single", "enqueue, 1 job/transaction (jobs/s)"),
+    ("enqueue_bulk", "enqueue, N jobs in 1 transaction (jobs/s)"),
+    ("drain_p1_c1", "drain, 1 process (jobs/s)"),
+    ("drain_p2_c1", "drain, 2 processes (jobs/s)"),
+    ("drain_p4_c1", "drain, 4 processes (jobs/s)"),
+    ("drain_p1_c4", "drain, 1 process x 4 threads (jobs/s)"),
+    ("drain_p2_c4", "drain, 2 processes x 4 threads (jobs/s)"),
+    ("drain_p4_c4", "drain, 4 processes x 4 threads (jobs/s)"),
+    ("latency_p50_ms", "wake latency p50 (ms)"),
+    ("latency_p95_ms", "wake latency p95 (ms)"),
+    ("latency_p99_ms", "wake latency p99 (ms)"),
+    ("rss_mb_p2_c1", "peak RSS per worker, 2 processes (MB)"),
+    ("rss_mb_p2_c4", "peak RSS per worker, 2 x 4 threads (MB)"),
+    ("flat_empty", "drain 2 processes, empty tables (jobs/s)"),
+    ("flat_big", "drain 2 processes, big backlog (jobs/s)"),
+    ("flatness", "backlog flatness (big / empty)"),
+]
+
+
+def value(results: dict[str, Any], system: str, metric: str) -> float | None:
+    entry = results.get(system, {}).get(metric)
+    if entry is None and metric.endswith("_c4") and system != "watchdog":
+        entry = results.get(system, {}).get(metric[:-1] + "1")  # peers: compare with c1
+    return None if entry is None else entry["median"]
+
+
+def fmt(number: float | None) -> str:
+    if number is None:
+        return "n/a"
+    if number >= 100:
+        return f"{number:,.0f}"
+    return f"{number:.2f}" if number < 10 else f"{number:.1f}"
+
+
+def table(db: str, results: dict[str, Any], systems: list[str]) -> str:
+    others = [s for s in systems if s != "watchdog"]
+    header = ["metric (median)", *[LABELS[s] for s in systems]]
+    if "watchdog" in systems:
+        header += [f"us/{LABELS[s]}" for s in others]
+    lines = [
+        f"### {db}",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    for metric, label in ROWS:
+        cells = [value(results, s, metric) for s in systems]
+        if all(c is None for c in cells):
+            continue
+        row = [label]
+        for system, cell in zip(systems, cells, strict=True):
+            mark = "*" if "_c4" in metric and system != "watchdog" and cell is not None else ""
+            row.append(fmt(cell) + mark)
+        if "watchdog" in systems:
+            ours = value(results, "watchdog", metric)
+            for other in others:
+                theirs = value(results, other, metric)
+                if ours is None or theirs is None or metric in ("flatness",) or not theirs:
+                    row.append("")
+                else:
+                    row.append(f"{ours / theirs:.2f}x")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines.append(
+        "\\* a peer's 1-thread figure for the same number of processes (its fastest setting)."
+    )
+    return "\n".join(lines)
+
+
+def charts(results: dict[str, Any], databases: list[str]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    CHARTS.mkdir(parents=True, exist_ok=True)
+    made = []
+    for db in databases:
+        figure, axes = plt.subplots(figsize=(7, 4.5))
+        series = [
+            ("watchdog", 1, "watchdog (1 thread/process)"),
+            ("watchdog", 4, "watchdog (4 threads/process)"),
+        ]
+        series += [(s, 1, LABELS[s]) for s in ("tasks_db", "procrastinate", "celery", "floor")]
+        for system, concurrency, label in series:
+            points = [
+                (p, value(results[db], system, f"drain_p{p}_c{concurrency}")) for p in WORKER_PROCS
+            ]
+            points = [
+                (p, v)
+                for p, v in points
+                if v is not None and f"drain_p{p}_c{concurrency}" in results[db].get(system, {})
+            ]
+            if points:
+                axes.plot(*zip(*points, strict=True), marker="o", label=label)
+        axes.set_xlabel("worker processes")
+        axes.set_ylabel("drain rate (jobs/s)")
+        axes.set_xticks(WORKER_PROCS)
+        axes.set_title(f"Drain rate vs worker processes, {db} (no-op jobs)")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+        path = CHARTS / f"drain-vs-workers-{db}.png"
+        figure.tight_layout()
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        made.append(path)
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for db in databases:
+        ours = results[db].get("watchdog", {})
+        if "flat_big" not in ours:
+            continue
+        backlog = ours["flat_backlog"]
+        big = backlog["queued"] + backlog["settled"]
+        axes.plot(
+            [0, big],
+            [ours["flat_empty"]["median"], ours["flat_big"]["median"]],
+            marker="o",
+            label=f"watchdog, {db}",
+        )
+    axes.set_xscale("symlog", linthresh=1000)
+    axes.set_xlabel("rows in watchdog_job besides the drained jobs (queued + settled)")
+    axes.set_ylabel("drain rate, 2 processes (jobs/s)")
+    axes.set_ylim(bottom=0)
+    axes.set_title("Drain rate vs backlog size")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    path = CHARTS / "drain-vs-backlog.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    made.append(path)
+    return made
+
+
+def environment() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": platform.python_version(), "nproc": os.cpu_count()}
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        info["cpu"] = next(
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.splitlines()
+            if line.startswith("model name")
+        )
+        meminfo = Path("/proc/meminfo").read_text().splitlines()[0]
+        info["ram_gib"] = round(int(meminfo.split()[1]) / 1024 / 1024, 1)
+    except (OSError, StopIteration):
+        pass
+    for package in (
+        "django",
+        "django-watchdog",
+        "django-tasks-db",
+        "procrastinate",
+        "celery",
+        "kombu",
+        "redis",
+        "psycopg",
+    ):
+        try:
+            info[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            info[package] = None
+    info["sqlite"] = sqlite3.sqlite_version
+    try:
+        import psycopg
+
+        with psycopg.connect(dbname="postgres", **PG) as connection:
+            info["postgresql"] = connection.execute("SHOW server_version").fetchone()[0]
+        import redis
+
+        info["redis_server"] = redis.Redis(host="127.0.0.1").info()["redis_version"]
+    except Exception as error:  # noqa: BLE001 - informative only
+        info["services_error"] = repr(error)
+    try:
+        info["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "django_watchdog"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        info["django_watchdog_dirty"] = bool(dirty)
+    except OSError:
+        pass
+    return info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="repetitions, median reported (default 3; 1 with --quick)",
+    )
+    parser.add_argument(
+        "--only", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)}"
+    )
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="drain backlog size, over jobs/10 queues (default 1000; quick 200)",
+    )
+    parser.add_argument("--no-charts", action="store_true")
+    parser.add_argument(
+        "--reuse",
+        metavar="JSON",
+        help="take the systems not in --only from an earlier results file (tables, charts)",
+    )
+    args = parser.parse_args()
+    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(args.only) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"--only: unknown systems {sorted(unknown)}")
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    databases = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    SQLITE_DIR.mkdir(parents=True, exist_ok=True)
+
+    started = time.monotonic()
+    bench = Bench(args)
+    env = environment()
+    env["loadavg_at_start"] = os.getloadavg()
+    if env["loadavg_at_start"][0] > 1.0:
+        log(
+            f"WARNING: load average {env['loadavg_at_start']}: something else is running; "
+            "figures will be low and noisy"
+        )
+    log(f"sizes {bench.sizes}, repeat {args.repeat}, systems {args.only}, databases {databases}")
+    bench.run(databases)
+    elapsed = time.monotonic() - started
+    shown = list(args.only)
+    if args.reuse:
+        earlier = json.loads(Path(args.reuse).read_text())
+        env["reused"] = {"file": str(args.reuse), "environment": earlier["environment"]}
+        for db in databases:
+            for system, metrics in earlier["results"].get(db, {}).items():
+                if system not in args.only:
+                    bench.results.setdefault(db, {})[system] = metrics
+                    shown.append(system)
+
+    report = [
+        table(
+            db,
+            bench.results.get(db, {}),
+            [s for s in SYSTEMS if s in shown and not (db == "sqlite" and s in PG_ONLY)],
+        )
+        for db in databases
+    ]
+    text = "\n\n".join(report)
+    print(text)
+    for failure in bench.failures:
+        print(f"FAILED: {failure}")
+    env["loadavg_at_end"] = os.getloadavg()
+    print(
+        f"\n{elapsed:.0f}s, load average at start {env['loadavg_at_start'][0]:.2f}, "
+        f"at end {env['loadavg_at_end'][0]:.2f}, sizes {bench.sizes.__dict__}, repeat {args.repeat}"
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "environment": env,
+        "sizes": bench.sizes.__dict__,
+        "repeat": args.repeat,
+        "argv": sys.argv[1:],
+        "seconds": round(elapsed),
+        "results": bench.results,
+        "failures": bench.failures,
+        "tables": text,
+    }
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in (f"{stamp}.json", "latest.json"):
+        (RESULTS / name).write_text(json.dumps(payload, indent=2) + "\n")
+    (RESULTS / "latest.md").write_text(text + "\n")
+    if not args.no_charts and not args.quick:
+        for path in charts(bench.results, databases):
+            log(f"chart {path.relative_to(ROOT)}")
+    log(f"results in bench/results/{stamp}.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The benchmark's job handlers (watchdog) and task functions (django.tasks)."""

@@ -1,0 +1,253 @@
+"""One system's client side, run in a subprocess: ``python -m bench.driver SYSTEM DB OP ARGS``.
+
+The orchestrator (bench.py) never imports a system: Django can be configured once per
+process, and each system has its own settings. Every op prints one JSON object on stdout.
+Ops: setup, reset, enqueue_single, enqueue_bulk, prefill, latency, and for watchdog the
+backlog generator (flat_busy, flat_fill).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+SYSTEM, DB, OP = sys.argv[1], sys.argv[2], sys.argv[3]
+ARGS: dict[str, Any] = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+
+
+def wait_for_stamp(path: str, tag: str, state: dict[str, Any], timeout: float) -> bool:
+    """Read the stamp file on from the last offset until a line for ``tag`` appears."""
+    needle = f"{tag} ".encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(state.get("offset", 0))
+                chunk = handle.read()
+        except FileNotFoundError:
+            chunk = b""
+        if chunk:
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            state["offset"] = state.get("offset", 0) + len(complete)
+            for line in complete.splitlines():
+                if line.startswith(needle):
+                    return True
+        time.sleep(0.0005)
+    return False
+
+
+def latency(enqueue_one: Callable[[str, int], float]) -> dict[str, Any]:
+    """Enqueue jobs one at a time to an idle worker; record each commit time."""
+    commits: dict[str, float] = {}
+    state: dict[str, Any] = {}
+    rng = random.Random(5)
+    for i in range(ARGS["k"]):
+        tag = f"{ARGS['tag']}:{i}"
+        commits[tag] = enqueue_one(tag, i)
+        if not wait_for_stamp(ARGS["stamp_file"], tag, state, ARGS.get("timeout", 5.0)):
+            commits[tag] = -1.0
+        time.sleep(rng.uniform(0.0, 0.1))  # a random phase against polling workers
+    return {"commits": commits}
+
+
+# -- Django systems ------------------------------------------------------------------------
+
+
+def django_system() -> dict[str, Any]:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    os.environ["BENCH_SYSTEM"] = SYSTEM
+    os.environ["BENCH_DB"] = DB
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection, transaction
+
+    if OP == "setup":
+        call_command("migrate", verbosity=0)
+        return {}
+    if SYSTEM == "watchdog":
+        import django_watchdog as wd
+
+        def enqueue(tag: str, i: int, queues: int = 0) -> None:
+            queue = f"q{i % queues}" if queues else f"q-{tag}"
+            wd.enqueue(tag, queue=queue, lane="bench", payload=tag)
+
+        tables = ["watchdog_job", "watchdog_queue", "watchdog_worker"]
+    else:
+        from bench.benchapp.tasks import noop
+
+        def enqueue(tag: str, i: int, queues: int = 0) -> None:
+            noop.enqueue(tag)
+
+        tables = [t for t in connection.introspection.table_names() if t.startswith("django_tasks")]
+
+    if OP == "reset":
+        with connection.cursor() as cursor:
+            for table in tables:
+                if connection.vendor == "postgresql":
+                    cursor.execute(f"TRUNCATE {table}")
+                else:
+                    cursor.execute(f"DELETE FROM {table}")
+        return {}
+    if OP == "enqueue_single":
+        started = time.perf_counter()
+        for i in range(ARGS["n"]):
+            with transaction.atomic():
+                enqueue(f"{ARGS['tag']}:{i}", i)
+        return {"seconds": time.perf_counter() - started}
+    if OP in ("enqueue_bulk", "prefill"):
+        started = time.perf_counter()
+        with transaction.atomic():
+            for i in range(ARGS["n"]):
+                enqueue(f"{ARGS['tag']}:{i}", i, ARGS.get("queues", 0))
+        return {"seconds": time.perf_counter() - started, "commit": time.time()}
+    if OP == "latency":
+
+        def one(tag: str, i: int) -> float:
+            with transaction.atomic():
+                enqueue(tag, i)
+            return time.time()
+
+        return latency(one)
+    if OP.startswith("flat_"):
+        from bench import backlog
+
+        return backlog.run(OP, ARGS)
+    raise SystemExit(f"unknown op {OP}")
+
+
+# -- Procrastinate -------------------------------------------------------------------------
+
+
+def procrastinate_system() -> dict[str, Any]:
+    from bench.peers.procrastinate_app import app, noop
+
+    with app.open():
+        if OP == "setup":
+            app.schema_manager.apply_schema()
+            return {}
+        if OP == "reset":
+            import psycopg
+
+            from bench.peers.procrastinate_app import DSN
+
+            with psycopg.connect(DSN, autocommit=True) as connection:
+                connection.execute("TRUNCATE procrastinate_jobs CASCADE")
+            return {}
+        if OP == "enqueue_single":
+            started = time.perf_counter()
+            for i in range(ARGS["n"]):
+                noop.defer(t=f"{ARGS['tag']}:{i}")
+            return {"seconds": time.perf_counter() - started}
+        if OP in ("enqueue_bulk", "prefill"):
+            started = time.perf_counter()
+            noop.batch_defer(*({"t": f"{ARGS['tag']}:{i}"} for i in range(ARGS["n"])))
+            return {"seconds": time.perf_counter() - started, "commit": time.time()}
+        if OP == "latency":
+
+            def one(tag: str, i: int) -> float:
+                noop.defer(t=tag)
+                return time.time()
+
+            return latency(one)
+    raise SystemExit(f"unknown op {OP}")
+
+
+# -- Celery --------------------------------------------------------------------------------
+
+
+def celery_system() -> dict[str, Any]:
+    import redis
+
+    from bench.peers.celery_app import BROKER, QUEUE, noop
+
+    client = redis.Redis.from_url(BROKER)
+    if OP in ("setup", "reset"):
+        client.flushdb()
+        return {}
+    if OP == "enqueue_single":
+        started = time.perf_counter()
+        for i in range(ARGS["n"]):
+            noop.apply_async((f"{ARGS['tag']}:{i}",), queue=f"{QUEUE}-fill")
+        seconds = time.perf_counter() - started
+        client.delete(f"{QUEUE}-fill")
+        return {"seconds": seconds}
+    if OP == "prefill":
+        # Publish to a queue nobody consumes, then RENAME it onto the consumed queue: the
+        # whole backlog appears at once, as a committed transaction does for the others.
+        client.delete(f"{QUEUE}-fill")
+        started = time.perf_counter()
+        for i in range(ARGS["n"]):
+            noop.apply_async((f"{ARGS['tag']}:{i}",), queue=f"{QUEUE}-fill")
+        seconds = time.perf_counter() - started
+        client.rename(f"{QUEUE}-fill", QUEUE)
+        return {"seconds": seconds, "commit": time.time()}
+    if OP == "latency":
+
+        def one(tag: str, i: int) -> float:
+            noop.apply_async((tag,), queue=QUEUE)
+            return time.time()
+
+        return latency(one)
+    raise SystemExit(f"unknown op {OP}")
+
+
+# -- Floor ---------------------------------------------------------------------------------
+
+
+def floor_system() -> dict[str, Any]:
+    from bench import floor
+
+    target = ARGS["target"]
+    if DB == "postgres":
+        import psycopg
+
+        connection: Any = psycopg.connect(target, autocommit=True)
+        create, param = floor.CREATE_POSTGRES, "%s"
+    else:
+        connection = floor.connect_sqlite(target)
+        create, param = floor.CREATE_SQLITE, "?"
+    if OP == "setup":
+        if DB == "postgres":
+            connection.execute(create)
+        else:
+            connection.executescript(create)
+        return {}
+    if OP == "reset":
+        connection.execute(f"DELETE FROM {floor.TABLE}")
+        return {}
+    if OP == "prefill":
+        started = time.perf_counter()
+        rows = [(f"{ARGS['tag']}:{i}",) for i in range(ARGS["n"])]
+        if DB == "postgres":
+            with connection.transaction(), connection.cursor() as cursor:
+                cursor.executemany(f"INSERT INTO {floor.TABLE} (tag) VALUES ({param})", rows)
+        else:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.executemany(f"INSERT INTO {floor.TABLE} (tag) VALUES ({param})", rows)
+            connection.execute("COMMIT")
+        return {"seconds": time.perf_counter() - started, "commit": time.time()}
+    raise SystemExit(f"unknown op {OP}")
+
+
+def main() -> None:
+    systems = {
+        "watchdog": django_system,
+        "tasks_db": django_system,
+        "procrastinate": procrastinate_system,
+        "celery": celery_system,
+        "floor": floor_system,
+    }
+    result = systems[SYSTEM]()
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Peer systems' apps: Procrastinate and Celery, with the same no-op job."""

@@ -1,0 +1,61 @@
+"""Django settings for the Django-based systems under test: BENCH_SYSTEM, BENCH_DB pick them.
+
+watchdog: django_watchdog with the bench handlers (bench/benchapp/jobs.py).
+tasks_db: Django's django.tasks with the django-tasks-db backend (bench/benchapp/tasks.py).
+Both use the same database settings: PostgreSQL on 127.0.0.1, or a WAL-mode SQLite file.
+"""
+
+import os
+
+SYSTEM = os.environ.get("BENCH_SYSTEM", "watchdog")
+DB = os.environ.get("BENCH_DB", "sqlite")
+DB_NAMES = {"watchdog": "watchdog_bench", "tasks_db": "bench_tasks_db"}
+SQLITE_DIR = os.environ.get("BENCH_SQLITE_DIR", "/tmp/django-watchdog-bench")
+
+SECRET_KEY = "bench-only-not-secret"  # noqa: S105
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+if DB == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": DB_NAMES[SYSTEM],
+            "USER": os.environ.get("PGUSER", "postgres"),
+            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+            "PORT": os.environ.get("PGPORT", "5432"),
+        }
+    }
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.path.join(SQLITE_DIR, f"{DB_NAMES[SYSTEM]}.sqlite3"),
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]
+if SYSTEM == "watchdog":
+    INSTALLED_APPS += ["django_watchdog", "bench.benchapp"]
+    # PostgreSQL wakes workers with NOTIFY and SQLite with a 5 ms data_version check; the
+    # poll interval is only the fallback, so the defaults are already the fastest settings.
+    WATCHDOG: dict[str, object] = {}
+elif SYSTEM == "tasks_db":
+    INSTALLED_APPS += ["django_tasks_db", "bench.benchapp"]
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+else:  # pragma: no cover
+    raise RuntimeError(f"BENCH_SYSTEM must be watchdog or tasks_db, not {SYSTEM!r}")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+}
