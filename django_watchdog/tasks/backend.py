@@ -9,6 +9,7 @@ choice for ``Job``) and ``MAX_RECOVERIES`` (recovery policy of every task job; d
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any, cast
 from uuid import uuid4
 
@@ -19,6 +20,7 @@ from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
+from django.utils import timezone
 
 from .. import api, handlers
 from ..domain import validation
@@ -39,9 +41,7 @@ KNOWN_OPTIONS = frozenset({"DATABASE", "MAX_RECOVERIES"})
 class WatchdogBackend(BaseTaskBackend):
     """Run ``django.tasks`` tasks as watchdog jobs; results come from the job rows."""
 
-    # Delayed jobs do not exist in watchdog yet. When they do, pass ``task.run_after``
-    # on in ``enqueue_call`` (marked below) and set this to True.
-    supports_defer = False
+    supports_defer = True  # ``run_after`` becomes a delayed job (``enqueue(run_after=...)``)
     supports_async_task = True  # coroutine tasks run to completion in the worker thread
     supports_get_result = True
     supports_priority = True
@@ -63,7 +63,16 @@ class WatchdogBackend(BaseTaskBackend):
         return value
 
     def validate_task(self, task: Task[..., Any]) -> None:
-        """Django's rules, and a ``queue_name`` that is a valid lane name."""
+        """Django's rules, an aware ``run_after`` and a ``queue_name`` that is a lane name.
+
+        Django checks that ``run_after`` is aware only with ``USE_TZ``; watchdog always
+        needs an instant, so a naive (or non-datetime) one is refused with Django's message.
+        """
+        run_after = task.run_after
+        if run_after is not None and (
+            not isinstance(run_after, datetime) or timezone.is_naive(run_after)
+        ):
+            raise InvalidTask("run_after must be an aware datetime.")
         super().validate_task(task)
         try:
             validation.lane(task.queue_name, "queue_name")
@@ -112,7 +121,6 @@ class WatchdogBackend(BaseTaskBackend):
             worker_ids=[],
         )
         call = TaskCall.of(task, result)
-        # Hook for delayed jobs: hand ``task.run_after`` to enqueue() here.
         enqueued = api.enqueue(
             job_id,
             queue=private_queue(job_id) if queue is None else queue,
@@ -120,6 +128,7 @@ class WatchdogBackend(BaseTaskBackend):
             priority=to_watchdog_priority(task.priority),
             payload=call.payload(),
             max_recoveries=self.max_recoveries,
+            run_after=task.run_after,
             using=self.database,
         )
         if enqueued.status == "duplicate":
@@ -144,7 +153,11 @@ class WatchdogBackend(BaseTaskBackend):
         except errors.TaskNotRegistered as error:
             raise TaskResultDoesNotExist(f"{result_id!r}: {error}") from error
         task = task_as_enqueued(
-            registered, priority=job.priority, lane=job.lane, backend=call.backend
+            registered,
+            priority=job.priority,
+            lane=job.lane,
+            backend=call.backend,
+            run_after=job.run_after,
         )
         return result_from_job(job, task, call)
 

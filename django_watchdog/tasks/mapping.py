@@ -6,6 +6,7 @@ Django                 watchdog
 ``TaskResult.id``      ``job_id`` (a uuid4 unless the caller chose one)
 ``Task.queue_name``    ``lane``
 ``Task.priority``      ``priority``, unchanged (Django's −100…100 sits inside it)
+``Task.run_after``     ``run_after``: a delayed job, outside its queue until due
 (none)                 ``queue``: ``task:<job_id>`` (parallel) unless one is named
 task, args, kwargs     ``payload``: backend alias, module, function, args, kwargs
 =====================  ==========================================================
@@ -144,12 +145,20 @@ def to_django_priority(priority: int) -> int:
 
 
 def task_as_enqueued(
-    registered: Task[..., Any], *, priority: int, lane: str, backend: str
+    registered: Task[..., Any],
+    *,
+    priority: int,
+    lane: str,
+    backend: str,
+    run_after: datetime | None = None,
 ) -> Task[..., Any]:
-    """``registered`` with the priority, lane and backend a job was enqueued with."""
+    """``registered`` with the priority, lane, backend and delay a job was enqueued with."""
     try:
         return registered.using(
-            priority=to_django_priority(priority), queue_name=lane, backend=backend
+            priority=to_django_priority(priority),
+            queue_name=lane,
+            backend=backend,
+            run_after=run_after,
         )
     except (InvalidTask, InvalidTaskBackend):
         # The settings changed since enqueue (lane or backend gone): report the task as

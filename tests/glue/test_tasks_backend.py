@@ -2,7 +2,7 @@
 
 import logging
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -29,7 +29,7 @@ def test_configured_backend_and_flags():
     assert default_task_backend.supports_priority
     assert default_task_backend.supports_get_result
     assert default_task_backend.supports_async_task
-    assert not default_task_backend.supports_defer
+    assert default_task_backend.supports_defer
 
 
 def test_lanes_have_the_task_runner_as_handler():
@@ -155,9 +155,96 @@ def test_unknown_queue_name_is_rejected():
         tasks.noop.using(queue_name="nope")
 
 
-def test_run_after_is_not_supported_yet():
-    with pytest.raises(InvalidTask, match="Backend does not support run_after"):
-        tasks.noop.using(run_after=timezone.now())
+# -- deferral (run_after) ----------------------------------------------------------------
+
+
+def test_run_after_is_accepted_and_makes_a_delayed_job():
+    run_after = timezone.now() + timedelta(hours=1)
+    deferred = tasks.add.using(run_after=run_after)
+    result = deferred.enqueue(1, 2)
+
+    assert result.status == TaskResultStatus.READY
+    assert result.task.run_after == run_after
+    job = wd.get_job(result.id)
+    assert job.run_after == run_after
+    assert job.delayed and job.position is None and not job.ready
+    fetched = default_task_backend.get_result(result.id)
+    assert fetched == result
+    assert fetched.task.run_after == run_after
+
+
+def test_a_deferred_task_is_not_claimed_before_its_time():
+    now = timezone.now()
+    run_after = now + timedelta(minutes=10)
+    result = tasks.noop.using(run_after=run_after).enqueue()
+
+    assert Job.objects.claim(lanes=["tasks"]).status == "none"
+    assert Job.objects.promote_due(now=now) == 0
+    assert Job.objects.promote_due(now=run_after - timedelta(seconds=1)) == 0
+    assert Job.objects.claim(lanes=["tasks"]).status == "none"
+    assert default_task_backend.get_result(result.id).status == TaskResultStatus.READY
+
+    assert Job.objects.promote_due(now=run_after + timedelta(seconds=1)) == 1
+    claimed = Job.objects.claim(lanes=["tasks"])
+    assert claimed.status == "claimed" and claimed.job.job_id == result.id
+    assert default_task_backend.get_result(result.id).status == TaskResultStatus.RUNNING
+
+
+def test_a_deferred_task_does_not_block_its_serial_queue():
+    later = enqueue_task(
+        tasks.add.using(run_after=timezone.now() + timedelta(hours=1)), (1, 2), queue="serial-9"
+    )
+    now = enqueue_task(tasks.add, (3, 4), queue="serial-9")
+
+    claimed = Job.objects.claim(lanes=["tasks"])
+    assert claimed.job.job_id == now.id
+    assert wd.get_job(later.id).state == "queued"
+
+
+def test_run_after_in_the_past_runs_at_once():
+    result = tasks.noop.using(run_after=timezone.now() - timedelta(minutes=1)).enqueue()
+
+    assert not wd.get_job(result.id).delayed
+    assert Job.objects.claim(lanes=["tasks"]).job.job_id == result.id
+
+
+def test_run_after_must_be_aware():
+    naive = datetime(2030, 1, 1, 12, 0)
+    with pytest.raises(InvalidTask, match="run_after must be an aware datetime"):
+        tasks.noop.using(run_after=naive)
+    with pytest.raises(InvalidTask, match="run_after must be an aware datetime"):
+        tasks.noop.using(run_after="2030-01-01T12:00:00+00:00")
+    assert not Job.objects.exists()
+
+
+@override_settings(USE_TZ=False)
+def test_run_after_must_be_aware_even_without_use_tz():
+    # Django checks awareness only with USE_TZ; watchdog needs an instant either way.
+    with pytest.raises(InvalidTask, match="run_after must be an aware datetime"):
+        tasks.noop.using(run_after=datetime(2030, 1, 1, 12, 0))
+
+
+def test_run_after_is_part_of_the_idempotent_call():
+    run_after = timezone.now() + timedelta(hours=1)
+    first = enqueue_task(tasks.add.using(run_after=run_after), (1, 2), job_id="deferred-1")
+    again = enqueue_task(tasks.add.using(run_after=run_after), (1, 2), job_id="deferred-1")
+    assert again == first
+    with pytest.raises(wd.JobConflict, match="run_after"):
+        enqueue_task(
+            tasks.add.using(run_after=run_after + timedelta(seconds=1)), (1, 2), job_id="deferred-1"
+        )
+
+
+def test_aenqueue_with_run_after():
+    run_after = timezone.now() + timedelta(hours=1)
+
+    async def scenario():
+        result = await tasks.add.using(run_after=run_after).aenqueue(2, 3)
+        return result, await tasks.add.using(run_after=run_after).aget_result(result.id)
+
+    result, fetched = async_to_sync(scenario)()
+    assert fetched == result
+    assert wd.get_job(result.id).delayed
 
 
 def test_enqueue_with_invalid_argument():
