@@ -20,6 +20,10 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a timed-out handler gets after cancel_requested turns on before its job
     # settles outcome_unknown and its worker slot is freed.
     "TIMEOUT_GRACE": 5.0,
+    # PostgreSQL: prepare watchdog's own statements once per connection (turn off behind
+    # a pooler that cannot keep prepared statements, e.g. PgBouncer < 1.21 in
+    # transaction mode).
+    "PREPARED_STATEMENTS": True,
     # PostgreSQL LISTEN/NOTIFY channel that wakes idle workers.
     "NOTIFY_CHANNEL": "django_watchdog",
     # Settled jobs older than this (seconds or a timedelta) are pruned; None keeps them forever.

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError
 
 from .. import handlers as registry
 from ..conf import setting
@@ -440,9 +440,10 @@ class WatchdogWorker:
     ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
         """Settle with the claim token, retrying through database outages (it is idempotent).
 
-        A ``queue_changed`` receiver that raises rolls the settle back; it is retried a few
-        times, then the run is given up (logged): the job stays running under this worker
-        until it stops, and recovery (SPEC §4.8) resolves it then.
+        A ``queue_changed`` receiver that raises (anything but a lost connection) rolls the
+        settle back; it is retried a few times, then the run is given up (logged): the job
+        stays running under this worker until it stops, and recovery (SPEC §4.8) resolves
+        it then.
         """
         backoff = Backoff()
         rejected = 0
@@ -455,7 +456,8 @@ class WatchdogWorker:
                     claim_next=claim_next,
                     worker_id=self.worker_id,
                 )
-            except DatabaseError as error:
+            except (OperationalError, InterfaceError) as error:
+                # The server or the network: retry until it is back (settling is idempotent).
                 if claim_next is not None:
                     self._claim_failed = True
                 delay = backoff.failed()
@@ -469,6 +471,8 @@ class WatchdogWorker:
                 )
                 self.store.release_connection()
             except Exception as error:  # noqa: BLE001 - a receiver's bug must not kill the thread
+                # Anything else (a receiver's own error, an IntegrityError from its UPDATE)
+                # will fail the same way again: retry a few times, then give the run up.
                 rejected += 1
                 events.log(
                     logging.ERROR,
