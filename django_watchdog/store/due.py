@@ -42,31 +42,28 @@ SELECT MIN(due) FROM (
 
 
 def promote_due(using: str, *, now: datetime) -> int:
-    """Move due delayed jobs into their queues' order (oldest due first); return how many."""
+    """Move due delayed jobs into their queues' order, oldest due first; return how many.
+
+    One transaction: the queues are locked in name order (no deadlock with other
+    multi-queue changes), then positions are handed out in due order across queues.
+    """
     due = vendor.fetch(using, DUE_DELAYED, (vendor.param_datetime(using, now), PROMOTE_BATCH))
     if not due:
         return 0
-    by_queue: dict[str, list[int]] = defaultdict(list)
-    for pk, queue in due:
-        by_queue[queue].append(pk)
-    promoted = 0
-    for queue in sorted(by_queue):
-        with transaction.atomic(using=using):
-            vendor.lock_queue(using, queue)
-            entered = []
-            for pk in by_queue[queue]:
-                if vendor.is_postgres(using):
-                    changed = vendor.execute(using, POSITION_POSTGRES, (pk,))
-                else:
-                    position = vendor.fetch(using, NEXT_ID_SQLITE)[0][0]
-                    changed = vendor.execute(using, POSITION_SQLITE, (position, pk))
-                if changed:
-                    entered.append(pk)
-            if entered:
-                head = heads.refresh(using, queue, entered=entered)
-                heads.announce(queue, head, using=using)
-                promoted += len(entered)
-    return promoted
+    entered: dict[str, list[int]] = defaultdict(list)
+    with transaction.atomic(using=using):
+        vendor.lock_queues(using, [queue for _, queue in due])
+        for pk, queue in due:
+            if vendor.is_postgres(using):
+                changed = vendor.execute(using, POSITION_POSTGRES, (pk,))
+            else:
+                position = vendor.fetch(using, NEXT_ID_SQLITE)[0][0]
+                changed = vendor.execute(using, POSITION_SQLITE, (position, pk))
+            if changed:
+                entered[queue].append(pk)
+        for queue, ids in sorted(entered.items()):
+            heads.announce(queue, heads.refresh(using, queue, entered=ids), using=using)
+    return sum(len(ids) for ids in entered.values())
 
 
 def next_due(using: str) -> datetime | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -38,12 +39,20 @@ def _render(sql: str, vendor: str) -> str:
         return sql
     from . import rows
 
+    rendered = rows.expand(sql)
     if vendor == "postgresql":
-        true, false, now = "TRUE", "FALSE", "clock_timestamp()"
-    else:
-        true, false, now = "1", "0", "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
-    rendered = rows.expand(sql).replace("<TRUE>", true).replace("<FALSE>", false)
-    return rendered.replace("<NOW>", now)
+        # PostgreSQL folds "x = TRUE" into "x", the form of its partial-index predicates.
+        rendered = rendered.replace("<TRUE>", "TRUE").replace("<FALSE>", "FALSE")
+        return rendered.replace("<NOW>", "clock_timestamp()")
+    # SQLite uses a partial index only if the query repeats its predicate term for term,
+    # and Django writes that term as "x" (5.2) or "x = 1" (6.x): state both.
+    rendered = _FLAG_TRUE.sub(r"(\1 AND \1 = 1)", rendered)
+    rendered = _FLAG_FALSE.sub(r"(NOT \1 AND \1 = 0)", rendered)
+    return rendered.replace("<NOW>", "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')")
+
+
+_FLAG_TRUE = re.compile(r"(\b[\w.]+) = <TRUE>")
+_FLAG_FALSE = re.compile(r"(\b[\w.]+) = <FALSE>")
 
 
 def render(using: str, sql: str) -> str:
