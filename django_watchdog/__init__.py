@@ -7,6 +7,7 @@ The names of SPEC §5 are importable from here. The verbs import the models lazi
 from .api import (
     cancel,
     enqueue,
+    enqueue_many,
     fail_lane,
     get_job,
     latest_settled,
@@ -39,6 +40,7 @@ __all__ = [
     "WatchdogError",
     "cancel",
     "enqueue",
+    "enqueue_many",
     "fail_lane",
     "get_job",
     "handler",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,62 @@ def enqueue(
         timeout=timeout,
     )
     return Job.objects.db_manager(_alias(using)).enqueue(new)
+
+
+ENQUEUE_FIELDS = frozenset(
+    {
+        "job_id",
+        "queue",
+        "lane",
+        "priority",
+        "payload",
+        "max_recoveries",
+        "run_after",
+        "retry",
+        "timeout",
+    }
+)
+MAX_BULK = 10_000
+
+
+def enqueue_many(
+    jobs: Iterable[Mapping[str, Any]], *, using: str | None = None
+) -> list[EnqueueResult]:
+    """Enqueue many jobs in one transaction, all or nothing; results in the same order.
+
+    Each item holds ``enqueue()``'s arguments (``job_id`` and ``queue`` required). A bad
+    item raises ``InvalidInput`` naming it (``jobs[3].priority``) before anything is
+    written; a ``JobConflict`` rolls the whole batch back.
+    """
+    from .models import Job
+    from .store.enqueue import NewJob
+
+    if isinstance(jobs, Mapping | str | bytes):
+        raise InvalidInput("jobs", "must be an iterable of mappings, one per job")
+    batch = []
+    for index, item in enumerate(jobs):
+        if index >= MAX_BULK:
+            raise InvalidInput("jobs", f"holds more than {MAX_BULK} jobs; split the batch")
+        if not isinstance(item, Mapping):
+            raise InvalidInput(f"jobs[{index}]", f"must be a mapping, not {type(item).__name__}")
+        unknown = set(item) - ENQUEUE_FIELDS
+        if unknown or "job_id" not in item or "queue" not in item:
+            problem = f"unknown keys {sorted(unknown)}" if unknown else "needs job_id and queue"
+            raise InvalidInput(f"jobs[{index}]", problem)
+        arguments = {
+            "lane": "default",
+            "priority": 0,
+            "payload": None,
+            "max_recoveries": None,
+            **item,
+        }
+        try:
+            batch.append(NewJob.parse(arguments.pop("job_id"), **arguments))
+        except InvalidInput as error:
+            raise InvalidInput(f"jobs[{index}].{error.field}", error.problem) from error
+    if not batch:
+        return []
+    return Job.objects.db_manager(_alias(using)).enqueue_many(batch)
 
 
 def cancel(

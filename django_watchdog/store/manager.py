@@ -22,6 +22,7 @@ from ..domain.values import (
 from . import claims, due, feed, heads, intents, lanes
 from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
+from .enqueue import enqueue_many as enqueue_jobs
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -56,6 +57,9 @@ class JobManager(models.Manager["Job"]):
 
     def enqueue(self, new: NewJob) -> EnqueueResult:
         return enqueue_job(self.database, new)
+
+    def enqueue_many(self, batch: Sequence[NewJob]) -> list[EnqueueResult]:
+        return enqueue_jobs(self.database, batch)
 
     def cancel(self, job_id: str, cancellation_id: str, *, only_if_queued: bool) -> CancelResult:
         return intents.cancel(self.database, job_id, cancellation_id, only_if_queued=only_if_queued)

@@ -160,10 +160,25 @@ def lock_queue_of(using: str, job_id: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
-def lock_queues(using: str, queues: Sequence[str]) -> None:
-    """Lock several queues in one order, so two multi-queue changes cannot deadlock."""
-    for queue in sorted(set(queues)):
-        lock_queue(using, queue)
+CREATE_QUEUES_POSTGRES = """
+INSERT INTO watchdog_queue (name, created_at) SELECT unnest(%s::text[]), %s
+ON CONFLICT (name) DO NOTHING
+"""
+LOCK_QUEUES_POSTGRES = """
+SELECT name FROM watchdog_queue WHERE name = ANY(%s::text[]) ORDER BY name FOR UPDATE
+"""
+
+
+def lock_queues(using: str, queues: Sequence[str], *, create: bool = False) -> None:
+    """Lock several queues in name order, so two multi-queue changes cannot deadlock."""
+    names = sorted(set(queues))
+    if len(names) <= 1 or not is_postgres(using):
+        for queue in names:
+            lock_queue(using, queue, create=create)
+        return
+    if create:
+        execute(using, CREATE_QUEUES_POSTGRES, (names, param_datetime(using, timezone.now())))
+    fetch(using, LOCK_QUEUES_POSTGRES, (names,))
 
 
 def notify(using: str, lane: str) -> None:

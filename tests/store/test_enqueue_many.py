@@ -1,0 +1,87 @@
+"""enqueue_many(): one transaction for a batch, all or nothing, same rules as enqueue()."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+import django_watchdog as wd
+from django_watchdog.models import Job, Queue
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_batch_is_queued_in_order_with_one_head_per_queue():
+    results = wd.enqueue_many(
+        [
+            {"job_id": "a1", "queue": "a"},
+            {"job_id": "b1", "queue": "b", "priority": 1},
+            {"job_id": "a2", "queue": "a", "priority": 5, "payload": {"n": 2}},
+        ]
+    )
+    assert [(r.status, r.job.job_id) for r in results] == [
+        ("queued", "a1"),
+        ("queued", "b1"),
+        ("queued", "a2"),
+    ]
+    assert wd.queue_head("a").job_id == "a2"
+    assert set(Job.objects.filter(ready=True).values_list("job_id", flat=True)) == {"a2", "b1"}
+    assert [r.job.ready for r in results] == [False, True, True]
+    assert Job.objects.claim().job.job_id == "a2"
+
+
+def test_repeats_are_duplicates_inside_and_across_batches():
+    wd.enqueue("x", queue="q", payload=1)
+    results = wd.enqueue_many(
+        [
+            {"job_id": "x", "queue": "q", "payload": 1},
+            {"job_id": "y", "queue": "q"},
+            {"job_id": "y", "queue": "q"},
+        ]
+    )
+    assert [r.status for r in results] == ["duplicate", "queued", "duplicate"]
+    assert Job.objects.count() == 2
+
+
+def test_a_conflict_rolls_the_whole_batch_back():
+    wd.enqueue("x", queue="q", payload=1)
+    with pytest.raises(wd.JobConflict) as raised:
+        wd.enqueue_many(
+            [{"job_id": "new", "queue": "fresh"}, {"job_id": "x", "queue": "q", "payload": 2}]
+        )
+    assert raised.value.fields == ("payload",)
+    assert list(Job.objects.values_list("job_id", flat=True)) == ["x"]
+    assert not Queue.objects.filter(name="fresh").exists()
+
+
+@pytest.mark.parametrize(
+    ("jobs", "field"),
+    [
+        (
+            [{"job_id": "a", "queue": "q"}, {"job_id": "b", "queue": "q", "priority": True}],
+            "jobs[1].priority",
+        ),
+        ([{"job_id": "a"}], "jobs[0]"),
+        ([{"job_id": "a", "queue": "q", "colour": "red"}], "jobs[0]"),
+        ([("a", "q")], "jobs[0]"),
+        ({"job_id": "a", "queue": "q"}, "jobs"),
+    ],
+)
+def test_bad_items_are_named_and_nothing_is_written(jobs, field):
+    with pytest.raises(wd.InvalidInput) as raised:
+        wd.enqueue_many(jobs)
+    assert raised.value.field == field
+    assert not Job.objects.exists()
+
+
+def test_delayed_jobs_in_a_batch_block_nothing():
+    later = timezone.now() + timedelta(hours=1)
+    results = wd.enqueue_many(
+        [{"job_id": "d", "queue": "q", "run_after": later}, {"job_id": "n", "queue": "q"}]
+    )
+    assert [r.job.delayed for r in results] == [True, False]
+    assert wd.queue_head("q").job_id == "n"
+
+
+def test_an_empty_batch_does_nothing():
+    assert wd.enqueue_many([]) == []
