@@ -103,9 +103,24 @@ def django_system() -> dict[str, Any]:
         return {"seconds": time.perf_counter() - started}
     if OP in ("enqueue_bulk", "prefill"):
         started = time.perf_counter()
-        with transaction.atomic():
-            for i in range(ARGS["n"]):
-                enqueue(f"{ARGS['tag']}:{i}", i, ARGS.get("queues", 0))
+        if SYSTEM == "watchdog":
+            # watchdog's bulk API: one transaction, one INSERT on PostgreSQL.
+            import django_watchdog as wd
+
+            queues = ARGS.get("queues", 0)
+            wd.enqueue_many(
+                {
+                    "job_id": f"{ARGS['tag']}:{i}",
+                    "queue": f"q{i % queues}" if queues else f"q-{ARGS['tag']}:{i}",
+                    "lane": "bench",
+                    "payload": f"{ARGS['tag']}:{i}",
+                }
+                for i in range(ARGS["n"])
+            )
+        else:
+            with transaction.atomic():
+                for i in range(ARGS["n"]):
+                    enqueue(f"{ARGS['tag']}:{i}", i, ARGS.get("queues", 0))
         return {"seconds": time.perf_counter() - started, "commit": time.time()}
     if OP == "latency":
 
