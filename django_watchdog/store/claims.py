@@ -231,14 +231,25 @@ def settle(
     back as the ``WatchdogError`` it raised, already settled ``failed``.
     """
     with transaction.atomic(using=using):
-        settled = _settle(using, job_id, claim_token, decision)
+        # A worker that claims on in this transaction will take the head it readies (or
+        # a better job), so it need not wake anyone for that head's lanes: NOTIFY makes
+        # PostgreSQL serialise committing transactions, which would cap the drain rate.
+        busy = claim_next.lanes if claim_next is not None else ()
+        settled = _settle(using, job_id, claim_token, decision, quiet_lanes=busy)
         claimed = None
         if claim_next is not None and settled.status != "missing":
             claimed = _claim_once(using, claim_next, worker_id)
     return settled, claimed
 
 
-def _settle(using: str, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
+def _settle(
+    using: str,
+    job_id: str,
+    claim_token: str,
+    decision: Decision,
+    *,
+    quiet_lanes: Sequence[str] = (),
+) -> SettleResult:
     queue = vendor.lock_queue_of(using, job_id)
     if queue is None:
         return SettleResult(status="missing")
@@ -266,7 +277,9 @@ def _settle(using: str, job_id: str, claim_token: str, decision: Decision) -> Se
             claim_token,
         )
         if vendor.is_postgres(using):
-            return _settle_postgres(using, queue, job_id, claim_token, decision, settle_params)
+            return _settle_postgres(
+                using, queue, job_id, claim_token, decision, settle_params, quiet_lanes
+            )
         changed = vendor.fetch(using, SETTLE, settle_params)
     if not changed:
         return _unchanged(using, job_id, claim_token, decision)
@@ -286,8 +299,11 @@ def _settle_postgres(
     claim_token: str,
     decision: Decision,
     settle_params: tuple[Any, ...],
+    quiet_lanes: Sequence[str],
 ) -> SettleResult:
     """Settle, pick the queue's next head and mark it ready, in one round trip.
+
+    The newly ready head wakes idle workers (NOTIFY) unless its lane is in ``quiet_lanes``.
 
     The statement's snapshot still shows the settling job running, so the head query
     skips it; every other row of the queue is current because we hold the queue's lock.
@@ -311,6 +327,7 @@ def _settle_postgres(
         job_id,
         queue,
         queue,
+        list(quiet_lanes),
         setting("NOTIFY_CHANNEL"),
         queue,
         [],

@@ -9,7 +9,7 @@ queued job by priority, then position. Delayed jobs not yet due are not in the o
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..domain.values import IDLE, QueueHead
 from ..signals import queue_changed
@@ -44,7 +44,8 @@ WITH head AS ({head}),
 marked AS (
     UPDATE watchdog_job SET ready = TRUE FROM head
      WHERE watchdog_job.id = head.id AND head.rank <> 0 AND NOT watchdog_job.ready {only_if}
-    RETURNING pg_notify(%s, watchdog_job.lane)
+    RETURNING CASE WHEN watchdog_job.lane = ANY(%s::text[]) THEN NULL
+                   ELSE pg_notify(%s, watchdog_job.lane) END
 ),
 demoted AS (
     UPDATE watchdog_job SET ready = FALSE FROM head
@@ -93,7 +94,15 @@ def refresh(using: str, queue: str, *, entered: Collection[int] = ()) -> QueueHe
         from ..conf import setting
 
         sql = REFRESH_POSTGRES.format(head=HEAD.format(not_settling=""), only_if="")
-        params = (queue, queue, queue, setting("NOTIFY_CHANNEL"), queue, list(entered))
+        params: tuple[Any, ...] = (
+            queue,
+            queue,
+            queue,
+            [],
+            setting("NOTIFY_CHANNEL"),
+            queue,
+            list(entered),
+        )
         rows = vendor.fetch(using, sql + "SELECT * FROM head", params)
         return _head(rows[0] if rows else None)
     rows = vendor.fetch(using, HEAD.format(not_settling=""), (queue, queue, queue))
