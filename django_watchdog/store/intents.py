@@ -44,5 +44,7 @@ def cancel(using: str, job_id: str, cancellation_id: str, *, only_if_queued: boo
         jobs.filter(pk=pk, cancellation_id=None).update(cancellation_id=cancellation_id, **extra)
         if queued:
             vendor.notify(using, lane)
-        heads.announce(queue, None, using=using)
+        # A delayed job just entered the order and may outrank the head: refresh demotes it.
+        head = heads.refresh(using, queue, entered=(pk,)) if queued else None
+        heads.announce(queue, head, using=using)
     return CancelResult(status="recorded", cancellation_id=cancellation_id)

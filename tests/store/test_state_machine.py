@@ -1,10 +1,15 @@
 """The store against a small pure-Python model of SPEC §4 (Hypothesis stateful testing).
 
-Rules drive enqueue / cancel / claim / settle (current, stale and bogus tokens) / reconcile /
-recover / fail_lane / purge / feed reads. After every step the invariants compare every
-job's state, outcome, reason, recovery count, intent and token, every queue head, the ready
-flags, and check that the settled feed, read on from its cursors, has yielded each settled
-job exactly once in every lane partition.
+Rules drive enqueue (now or delayed) / promote due delayed jobs / cancel / claim / settle
+(current, stale and bogus tokens; final or a retry) / reconcile / recover / fail_lane /
+purge / feed reads. After every step the invariants compare every job's state, outcome,
+reason, recovery count, attempts, intent, token, delay and retry time, the order of the
+jobs' queue positions, every queue head, the ready flags, and check that the settled feed,
+read on from its cursors, has yielded each settled job exactly once in every lane partition.
+
+Time: delayed jobs run after ``base + 1 day`` or later and waiting retries after ``base +
+1 day``, so the wall clock never makes them due during an example; a retry due in the past
+is claimable at once. ``promote`` promotes with ``now = base + 2 days``: every delayed job.
 
 Each example starts from empty tables inside the test's transaction (pytest-django rolls
 everything back at the end), so it runs the same way on SQLite and PostgreSQL.
@@ -14,12 +19,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.utils import timezone
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -32,8 +37,11 @@ from hypothesis.stateful import (
 
 import django_watchdog as wd
 from django_watchdog import JobConflict
+from django_watchdog.domain.states import Outcome
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import FeedClock, Job, Queue, Worker
+from django_watchdog.store.claims import Partition as Lanes
+from django_watchdog.store.worker_store import WorkerStore
 
 JOB_IDS = tuple(f"j{index}" for index in range(8))
 QUEUES = ("q1", "q2", "q3")
@@ -46,6 +54,13 @@ DECISIONS = {
     "failed": Decision.failed("E: boom"),
     "outcome_unknown": Decision.outcome_unknown(),
 }
+DAY = timedelta(days=1)
+#: ``run_after`` offsets from the machine's base time: one already due, two far ahead (and
+#: drawn repeatedly, so ties on ``run_after`` are common).
+DELAYS = (-DAY, DAY, DAY + timedelta(hours=6))
+#: ``retry_at`` offsets: claimable at once, or pinned at the head for the whole example.
+RETRY_WAITS = {"past": -DAY, "future": DAY}
+PROMOTE_AT = 2 * DAY
 NO_POLICY = "Execution disappeared without a recovery policy"
 TARGETS = 8  # target indexes; the last one names a job that does not exist
 NEW_JOB = st.fixed_dictionaries(
@@ -78,6 +93,11 @@ PARTITIONS = {
     "a": Partition(claim={"lanes": ["a"]}, feed={"lane": "a"}, lane="a"),
     "not-a": Partition(claim={"exclude_lanes": ["a"]}, feed={"exclude_lane": "a"}, exclude="a"),
 }
+WORKER_LANES = {
+    "all": Lanes(),
+    "a": Lanes(lanes=("a",)),
+    "not-a": Lanes(exclude_lanes=("a",)),
+}
 
 
 def canonical(payload: Any) -> str:
@@ -87,24 +107,31 @@ def canonical(payload: Any) -> str:
 @dataclass
 class ModelJob:
     pk: int
-    seq: int
+    seq: int  # enqueue order (the id sequence)
     job_id: str
     queue: str
     lane: str
     priority: int
     payload: Any
     max_recoveries: int | None
+    run_after: datetime | None = None
+    delayed: bool = False
+    position: int | None = None  # place in the queue's order; None while delayed
     state: str = "queued"
     outcome: str | None = None
     reason: str | None = None
     recovery_count: int = 0
+    attempts: int = 0
+    retry_at: datetime | None = None
     cancellation_id: str | None = None
     token: str | None = None  # the claim_token column
     tokens: list[str] = field(default_factory=list)  # every token ever handed out
+    feed: int | None = None  # the settled feed's position, once a feed read gave one
 
     @property
     def rank(self) -> tuple[int, int]:
-        return (-self.priority, self.seq)
+        assert self.position is not None, f"{self.job_id} is not in its queue's order"
+        return (-self.priority, self.position)
 
     def observed(self) -> tuple[Any, ...]:
         return (
@@ -112,8 +139,12 @@ class ModelJob:
             self.outcome,
             self.reason,
             self.recovery_count,
+            self.attempts,
             self.cancellation_id,
             self.token,
+            self.run_after,
+            self.delayed,
+            self.retry_at,
         )
 
 
@@ -130,44 +161,85 @@ class StoreMachine(RuleBasedStateMachine):
         super().__init__()
         for model in (Job, Queue, FeedClock, Worker):
             model.objects.all().delete()
+        self.base = timezone.now()
         self.jobs: dict[str, ModelJob] = {}
-        self.seq = 0
+        self.seq = 0  # the id sequence: enqueues and promotions both draw from it
+        self.feed_clock = 0
         self.readers = {name: Reader() for name in PARTITIONS}
         self.checkers = {name: Reader() for name in PARTITIONS}
 
     # -- the model's derived views ---------------------------------------------------------
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
 
     def running(self, queue: str) -> ModelJob | None:
         return next(
             (j for j in self.jobs.values() if j.queue == queue and j.state == "running"), None
         )
 
-    def best_queued(self, queue: str) -> ModelJob | None:
-        queued = [j for j in self.jobs.values() if j.queue == queue and j.state == "queued"]
-        return min(queued, key=lambda j: j.rank, default=None)
+    def in_order(self, queue: str) -> list[ModelJob]:
+        """Queued jobs of ``queue`` in its order (delayed ones are not, until due)."""
+        return [
+            j
+            for j in self.jobs.values()
+            if j.queue == queue and j.state == "queued" and not j.delayed
+        ]
+
+    def retrying(self, queue: str) -> ModelJob | None:
+        """The job waiting to retry: pinned as its queue's head (at most one per queue)."""
+        waiting = [j for j in self.in_order(queue) if j.retry_at is not None]
+        assert len(waiting) <= 1, f"two retrying jobs in {queue}"
+        return waiting[0] if waiting else None
+
+    def head_job(self, queue: str) -> ModelJob | None:
+        return (
+            self.running(queue)
+            or self.retrying(queue)
+            or min(self.in_order(queue), key=lambda j: j.rank, default=None)
+        )
 
     def head(self, queue: str) -> tuple[str, str | None, bool]:
-        job = self.running(queue) or self.best_queued(queue)
+        job = self.head_job(queue)
         if job is None:
             return ("idle", None, False)
         return (job.state, job.job_id, job.cancellation_id is not None)
 
     def ready(self) -> list[ModelJob]:
-        heads = {q: self.best_queued(q) for q in {j.queue for j in self.jobs.values()}}
+        """Jobs with the ``ready`` flag: a retrying head has it even before its retry time."""
+        heads = {q: self.head_job(q) for q in {j.queue for j in self.jobs.values()}}
         return [
             j
             for j in self.jobs.values()
             if j.state == "queued"
-            and (
-                j.cancellation_id is not None
-                or (self.running(j.queue) is None and heads[j.queue] is j)
-            )
+            and not j.delayed
+            and (j.cancellation_id is not None or heads[j.queue] is j)
         ]
 
+    def claimable(self) -> list[ModelJob]:
+        """Ready jobs a claim may take now: a retry only once due, unless cancelled."""
+        return [
+            j
+            for j in self.ready()
+            if j.retry_at is None or j.retry_at <= self.base or j.cancellation_id is not None
+        ]
+
+    def position_feed(self) -> None:
+        """What each feed read does first: number the new, undelayed jobs in id order."""
+        for job in sorted(self.jobs.values(), key=lambda j: j.pk):
+            if job.feed is None and not job.delayed:
+                self.feed_clock += 1
+                job.feed = self.feed_clock
+
     def feed_prefix(self, partition: Partition) -> list[ModelJob]:
-        """Settled jobs of the partition in enqueue order, up to its first pending job."""
+        """Settled jobs of the partition in feed order, up to its first pending job."""
+        self.position_feed()
         prefix = []
-        for job in sorted(self.jobs.values(), key=lambda j: j.seq):
+        numbered = sorted(
+            (j for j in self.jobs.values() if j.feed is not None), key=lambda j: j.feed or 0
+        )
+        for job in numbered:
             if not partition.holds(job.lane):
                 continue
             if job.state != "settled":
@@ -175,15 +247,16 @@ class StoreMachine(RuleBasedStateMachine):
             prefix.append(job)
         return prefix
 
-    def target(self, index: int, *, claimed: bool = False) -> str:
-        """Mostly an existing job, sometimes a missing one. ``claimed``: half the time a
-        running job, else any job that was ever claimed (so settled ones get replays)."""
+    def target(self, index: int, *, claimed: bool = False, running_share: int = 4) -> str:
+        """Mostly an existing job, sometimes a missing one. ``claimed``: for ``running_share``
+        indexes in 8 a running job, else any job that was ever claimed (so settled ones get
+        replays)."""
         if index >= TARGETS - 1:
             return "ghost"
         jobs = sorted(self.jobs.values(), key=lambda j: j.seq)
         if claimed:
             running = [j for j in jobs if j.state == "running"]
-            jobs = running if running and index < TARGETS // 2 else [j for j in jobs if j.tokens]
+            jobs = running if running and index < running_share else [j for j in jobs if j.tokens]
         if not jobs:
             return "ghost"
         return jobs[index % len(jobs)].job_id
@@ -200,7 +273,59 @@ class StoreMachine(RuleBasedStateMachine):
     def seed(self, jobs: list[dict[str, Any]]) -> None:
         """Start with a few jobs, so most steps act on something."""
         for job in jobs:
-            self.enqueue(**job)
+            self.add_job(**job)
+
+    def add_job(
+        self,
+        job_id: str,
+        queue: str,
+        lane: str,
+        priority: int,
+        payload: Any,
+        budget: int | None,
+        run_after: datetime | None = None,
+    ) -> None:
+        kwargs = {
+            "queue": queue,
+            "lane": lane,
+            "priority": priority,
+            "payload": payload,
+            "max_recoveries": budget,
+        }
+        prior = self.jobs.get(job_id)
+        if prior is None:
+            result = wd.enqueue(job_id, run_after=run_after, **kwargs)
+            assert result.status == "queued"
+            seq = self.next_seq()
+            delayed = run_after is not None and run_after > self.base
+            self.jobs[job_id] = ModelJob(
+                pk=result.job.pk,
+                seq=seq,
+                job_id=job_id,
+                run_after=run_after,
+                delayed=delayed,
+                position=None if delayed else seq,
+                **kwargs,
+            )
+            return
+        differing = tuple(
+            name
+            for name, same in (
+                ("queue", prior.queue == queue),
+                ("lane", prior.lane == lane),
+                ("priority", prior.priority == priority),
+                ("payload", canonical(prior.payload) == canonical(payload)),
+                ("max_recoveries", prior.max_recoveries == budget),
+                ("run_after", prior.run_after == run_after),
+            )
+            if not same
+        )
+        if differing:
+            with pytest.raises(JobConflict) as caught:
+                wd.enqueue(job_id, run_after=run_after, **kwargs)
+            assert caught.value.fields == differing
+        else:
+            assert wd.enqueue(job_id, run_after=run_after, **kwargs).status == "duplicate"
 
     @rule(
         job_id=st.sampled_from(JOB_IDS),
@@ -213,44 +338,34 @@ class StoreMachine(RuleBasedStateMachine):
     def enqueue(
         self, job_id: str, queue: str, lane: str, priority: int, payload: Any, budget: int | None
     ) -> None:
-        kwargs = {
-            "queue": queue,
-            "lane": lane,
-            "priority": priority,
-            "payload": payload,
-            "max_recoveries": budget,
-        }
-        prior = self.jobs.get(job_id)
-        if prior is None:
-            result = wd.enqueue(job_id, **kwargs)
-            assert result.status == "queued"
-            self.seq += 1
-            self.jobs[job_id] = ModelJob(pk=result.job.pk, seq=self.seq, job_id=job_id, **kwargs)
-            return
-        differing = tuple(
-            name
-            for name, same in (
-                ("queue", prior.queue == queue),
-                ("lane", prior.lane == lane),
-                ("priority", prior.priority == priority),
-                ("payload", canonical(prior.payload) == canonical(payload)),
-                ("max_recoveries", prior.max_recoveries == budget),
-            )
-            if not same
-        )
-        if differing:
-            with pytest.raises(JobConflict) as caught:
-                wd.enqueue(job_id, **kwargs)
-            assert caught.value.fields == differing
-        else:
-            assert wd.enqueue(job_id, **kwargs).status == "duplicate"
+        self.add_job(job_id, queue, lane, priority, payload, budget)
 
     @precondition(lambda self: len(self.jobs) < len(JOB_IDS))
     @rule(job=NEW_JOB)
     def enqueue_fresh(self, job: dict[str, Any]) -> None:
         """A job id not in use (the other enqueue rule mostly hits existing ids)."""
         job["job_id"] = next(j for j in JOB_IDS if j not in self.jobs)
-        self.enqueue(**job)
+        self.add_job(**job)
+
+    @rule(job=NEW_JOB, delay=st.sampled_from(DELAYS), fresh=st.booleans())
+    def enqueue_delayed(self, job: dict[str, Any], delay: timedelta, fresh: bool) -> None:
+        """``run_after`` far ahead: delayed, outside the order; in the past: enqueued now."""
+        if fresh and len(self.jobs) < len(JOB_IDS):
+            job["job_id"] = next(j for j in JOB_IDS if j not in self.jobs)
+        self.add_job(**job, run_after=self.base + delay)
+
+    @precondition(lambda self: any(j.delayed for j in self.jobs.values()))
+    @rule()
+    def promote(self) -> None:
+        """Every delayed job is due: each joins its queue's order behind everything enqueued
+        before, oldest due first across queues (``run_after``, then enqueue order)."""
+        due = sorted(
+            (j for j in self.jobs.values() if j.delayed), key=lambda j: (j.run_after, j.seq)
+        )
+        assert Job.objects.promote_due(now=self.base + PROMOTE_AT) == len(due)
+        event(f"promote: {min(len(due), 3)}{'+' if len(due) >= 3 else ''} jobs")
+        for job in due:
+            job.delayed, job.position = False, self.next_seq()
 
     @precondition(lambda self: self.jobs)
     @rule(
@@ -272,19 +387,38 @@ class StoreMachine(RuleBasedStateMachine):
         else:
             expected = "recorded"
             job.cancellation_id = effective
+            if job.delayed:  # ready at once, in the place it was enqueued
+                event("cancel: a delayed job")
+                job.delayed, job.position = False, job.seq
         assert result.status == expected
 
     @precondition(lambda self: any(j.state == "queued" for j in self.jobs.values()))
     @rule(partition=st.sampled_from(sorted(PARTITIONS)))
     def claim(self, partition: str) -> None:
+        self.claim_in(partition)
+
+    def claim_in(self, partition: str) -> ModelJob | None:
+        """Claim in ``partition``; the job now running, if any."""
         part = PARTITIONS[partition]
-        ready = [j for j in self.ready() if part.holds(j.lane)]
+        ready = [j for j in self.claimable() if part.holds(j.lane)]
         result = Job.objects.claim(**part.claim)
+        pinned = {
+            j.queue
+            for j in self.ready()
+            if j.retry_at is not None and j.retry_at > self.base and j.cancellation_id is None
+        }
+        if pinned:
+            event("claim: a retry waits at a head")
         if not ready:
             assert result.status == "none"
-            return
+            return None
         best = min(ready, key=lambda j: j.rank)
         assert result.job is not None and result.job.job_id == best.job_id
+        # A retry waiting at its queue's head blocks the queue (cancelled jobs still settle).
+        assert best.queue not in pinned or best.cancellation_id is not None
+        if best.retry_at is not None:
+            event("claim: a due or cancelled retry")
+        best.retry_at = None
         if best.cancellation_id is not None:
             assert result.status == "cancelled"
             best.state, best.outcome = "settled", "cancelled"
@@ -292,6 +426,33 @@ class StoreMachine(RuleBasedStateMachine):
             assert result.status == "claimed" and result.claim_token
             best.state, best.token = "running", result.claim_token
             best.tokens.append(result.claim_token)
+            best.attempts += 1
+            return best
+        return None
+
+    def settle_as(self, job_id: str, pick: int, decision: Decision) -> None:
+        job = self.jobs.get(job_id)
+        token = self.pick_token(job, pick)
+        result = Job.objects.settle(job_id, token, decision)
+        if job is None:
+            assert result.status == "missing"
+            return
+        effective = "cancelled" if job.cancellation_id is not None else decision.outcome.value
+        if job.state == "settled":
+            same = token == job.token and job.outcome == effective
+            assert result.status == ("replayed" if same else "conflict")
+        elif job.state != "running" or token != job.token:
+            assert result.status == "conflict"
+        elif decision.retry_at is not None and effective == "failed":
+            assert result.status == "retrying"
+            event("settle: retrying")
+            job.state, job.token, job.retry_at = "queued", None, decision.retry_at
+        else:
+            assert result.status == "settled"
+            if decision.retry_at is not None:
+                event("settle: a retry settles cancelled")
+            job.state, job.outcome = "settled", effective
+            job.reason = decision.failure_reason if effective == "failed" else None
 
     @precondition(lambda self: any(j.tokens for j in self.jobs.values()))
     @rule(
@@ -300,23 +461,30 @@ class StoreMachine(RuleBasedStateMachine):
         decision=st.sampled_from(sorted(DECISIONS)),
     )
     def settle(self, which: int, pick: int, decision: str) -> None:
-        job_id = self.target(which, claimed=True)
-        job = self.jobs.get(job_id)
-        token = self.pick_token(job, pick)
-        result = Job.objects.settle(job_id, token, DECISIONS[decision])
-        if job is None:
-            assert result.status == "missing"
-            return
-        effective = "cancelled" if job.cancellation_id is not None else decision
-        if job.state == "settled":
-            same = token == job.token and job.outcome == effective
-            assert result.status == ("replayed" if same else "conflict")
-        elif job.state != "running" or token != job.token:
-            assert result.status == "conflict"
-        else:
-            assert result.status == "settled"
-            job.state, job.outcome = "settled", effective
-            job.reason = "E: boom" if effective == "failed" else None
+        self.settle_as(self.target(which, claimed=True), pick, DECISIONS[decision])
+
+    @precondition(lambda self: any(j.tokens for j in self.jobs.values()))
+    @rule(
+        which=st.integers(0, TARGETS - 1),
+        pick=st.integers(min_value=0, max_value=3),
+        wait=st.sampled_from(sorted(RETRY_WAITS)),
+    )
+    def settle_retry(self, which: int, pick: int, wait: str) -> None:
+        """A failure to run again: back to the head of its queue, due now or far ahead."""
+        job_id = self.target(which, claimed=True, running_share=6)
+        self.settle_as(job_id, pick, self.retry_decision(wait))
+
+    def retry_decision(self, wait: str) -> Decision:
+        retry_at = self.base + RETRY_WAITS[wait]
+        return Decision(outcome=Outcome.FAILED, failure_reason="E: again", retry_at=retry_at)
+
+    @precondition(lambda self: any(j.state == "queued" for j in self.jobs.values()))
+    @rule(partition=st.sampled_from(sorted(PARTITIONS)), wait=st.sampled_from(sorted(RETRY_WAITS)))
+    def run_and_retry(self, partition: str, wait: str) -> None:
+        """A worker's round: claim, the handler fails, the job waits to run again."""
+        job = self.claim_in(partition)
+        if job is not None:
+            self.settle_as(job.job_id, 0, self.retry_decision(wait))
 
     def _reconcile_model(self, job: ModelJob) -> str:
         if job.cancellation_id is None and (
@@ -370,6 +538,9 @@ class StoreMachine(RuleBasedStateMachine):
         assert failure.more is False
         for job in pending:
             job.state, job.outcome, job.reason, job.token = "settled", "failed", "lane down", None
+            job.retry_at = None
+            if job.delayed:  # settles where it was enqueued
+                job.delayed, job.position = False, job.seq
 
     @precondition(lambda self: any(j.state == "queued" for j in self.jobs.values()))
     @rule(queue=st.sampled_from(QUEUES))
@@ -404,11 +575,40 @@ class StoreMachine(RuleBasedStateMachine):
                 "outcome",
                 "failure_reason",
                 "recovery_count",
+                "attempts",
                 "cancellation_id",
                 "claim_token",
+                "run_after",
+                "delayed",
+                "retry_at",
             )
         }
         assert stored == {j.job_id: list(j.observed()) for j in self.jobs.values()}
+
+    @invariant()
+    def positions_match(self) -> None:
+        """Stored positions sort the jobs as the model's do; delayed jobs have none."""
+        stored = dict(Job.objects.values_list("job_id", "position"))
+        assert {k for k, v in stored.items() if v is None} == {
+            j.job_id for j in self.jobs.values() if j.position is None
+        }
+        placed = [j for j in self.jobs.values() if j.position is not None]
+        assert sorted((j.job_id for j in placed), key=lambda k: stored[k]) == [
+            j.job_id for j in sorted(placed, key=lambda j: j.position or 0)
+        ]
+
+    @invariant()
+    def due_times_match(self) -> None:
+        """When the worker looks again, and whether a partition has a retry pending."""
+        store = WorkerStore("default")
+        waiting = [j.run_after for j in self.jobs.values() if j.delayed]
+        waiting += [j.retry_at for j in self.jobs.values() if j.retry_at is not None]
+        assert store.next_due() == min((t for t in waiting if t is not None), default=None)
+        for name, partition in PARTITIONS.items():
+            pending = any(
+                j.retry_at is not None and partition.holds(j.lane) for j in self.jobs.values()
+            )
+            assert store.retries_pending(WORKER_LANES[name]) == pending
 
     @invariant()
     def heads_match(self) -> None:
