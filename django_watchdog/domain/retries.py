@@ -89,7 +89,11 @@ class RetryPolicy:
 
     def delay(self, attempts: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after the ``attempts``-th run failed."""
-        base = min(self.max_backoff, self.backoff * self.multiplier ** max(0, attempts - 1))
+        try:
+            grown = self.backoff * self.multiplier ** max(0, attempts - 1)
+        except OverflowError:  # the growth passed any cap long ago
+            grown = self.max_backoff
+        base = min(self.max_backoff, grown)
         spread = (rng or random).uniform(-self.jitter, self.jitter)  # noqa: S311 - not crypto
         return max(0.0, min(self.max_backoff, base * (1 + spread)))
 

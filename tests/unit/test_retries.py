@@ -142,11 +142,6 @@ def test_a_seeded_generator_gives_the_same_delays() -> None:
     assert first == again
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="delay() computes multiplier ** (attempts - 1) as a float before capping it",
-)
 def test_delay_is_capped_even_when_the_growth_overflows_a_float() -> None:
     policy = RetryPolicy(max_attempts=1000, multiplier=100, max_backoff=60, jitter=0)
     assert policy.delay(200) == 60
