@@ -122,6 +122,7 @@ class WatchdogWorker:
         self._claims_in_flight = 0  # claims made with a settle, not yet registered
         self._promote_at = 0.0  # monotonic time of the next look for due delayed jobs
         self.exhausted = False  # the last claim found no ready job
+        self.stop_requested = False  # set by a signal handler; see request_stop()
         self.abandoned: list[str] = []
         # Periodic schedules and retention (engine/housekeeping.py), ticked from run_once().
         self.housekeeping = Housekeeping(using, self.clock)
@@ -148,8 +149,11 @@ class WatchdogWorker:
         self.start()
         try:
             while not self._stopping.is_set():
+                if self.stop_requested:
+                    self.stop()
+                    break
                 started = self._retrying(self.run_once)
-                if self._stopping.is_set():
+                if self._stopping.is_set() or self.stop_requested:
                     break
                 if (
                     self.options.burst
@@ -168,9 +172,18 @@ class WatchdogWorker:
         return 0
 
     def stop(self) -> None:
-        """Stop claiming; running jobs finish within the shutdown grace (signal-safe)."""
+        """Stop claiming; running jobs finish within the shutdown grace. Not for signal
+        handlers (it takes locks the interrupted thread may hold): use ``request_stop``."""
         self._stopping.set()
         self.wake.set()
+
+    def request_stop(self) -> None:
+        """Ask the main loop to stop at its next turn (within a poll interval).
+
+        Safe in a signal handler: it only sets a flag. Setting an ``Event`` there could
+        deadlock on the lock of an ``Event.wait`` the handler interrupted.
+        """
+        self.stop_requested = True
 
     @property
     def stopping(self) -> bool:

@@ -161,11 +161,11 @@ class Command(BaseCommand):
 
     def _install_signals(self, worker: WatchdogWorker) -> None:
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            if worker.stopping:
+            if worker.stop_requested:
                 os.write(2, b"second signal: exiting at once\n")
                 os._exit(128 + signum)
             os.write(2, f"{signal.Signals(signum).name}: finishing running jobs\n".encode())
-            worker.stop()
+            worker.request_stop()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
