@@ -24,3 +24,8 @@ def log(level: int, event: str, /, **fields: Any) -> None:
     parts = [f"event={event}"]
     parts.extend(f"{key}={_format(value)}" for key, value in fields.items() if value is not None)
     logger.log(level, " ".join(parts))
+
+
+def job(job: Any) -> dict[str, Any]:
+    """The fields that name a job in every line about it: ``log(..., **events.job(j))``."""
+    return {"job_id": job.job_id, "queue": job.queue, "lane": job.lane}

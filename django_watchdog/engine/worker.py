@@ -268,9 +268,7 @@ class WatchdogWorker:
             events.log(
                 logging.INFO,
                 "settle",
-                job_id=job.job_id,
-                queue=job.queue,
-                lane=job.lane,
+                **events.job(job),
                 outcome="cancelled",
                 ran=False,
             )
@@ -284,9 +282,7 @@ class WatchdogWorker:
         events.log(
             logging.DEBUG,
             "claim",
-            job_id=job.job_id,
-            queue=job.queue,
-            lane=job.lane,
+            **events.job(job),
             priority=job.priority,
             attempt=job.attempts,
             recovery_count=job.recovery_count,
@@ -393,9 +389,7 @@ class WatchdogWorker:
             events.log(
                 logging.WARNING,
                 "abandoned_run_returned",
-                job_id=running.job_id,
-                queue=running.queue,
-                lane=running.lane,
+                **events.job(running),
                 discarded=decision.outcome.value,
             )
             return None
@@ -424,9 +418,7 @@ class WatchdogWorker:
         events.log(
             logging.WARNING,
             "handler_raised",
-            job_id=running.job_id,
-            queue=running.queue,
-            lane=running.lane,
+            **events.job(running),
             attempt=running.attempts,
             reason=decision.failure_reason or type(error).__name__,
             retry_at=decision.retry_at.isoformat() if decision.retry_at else None,
@@ -490,9 +482,7 @@ class WatchdogWorker:
                 events.log(
                     logging.ERROR,
                     "settlement_rejected",
-                    job_id=running.job_id,
-                    queue=running.queue,
-                    lane=running.lane,
+                    **events.job(running),
                     attempt=rejected,
                     error=f"{type(error).__name__}: {error}",
                 )
@@ -514,9 +504,7 @@ class WatchdogWorker:
             events.log(
                 logging.DEBUG if quiet else logging.INFO,
                 "settle",
-                job_id=running.job_id,
-                queue=running.queue,
-                lane=running.lane,
+                **events.job(running),
                 outcome=outcome,
                 reason=job.failure_reason,
                 duration_s=duration,
@@ -526,9 +514,7 @@ class WatchdogWorker:
             events.log(
                 logging.WARNING,
                 "settle_conflict",
-                job_id=running.job_id,
-                queue=running.queue,
-                lane=running.lane,
+                **events.job(running),
                 status=settled.status,
                 decided=decision.outcome.value,
                 duration_s=duration,
@@ -556,9 +542,7 @@ class WatchdogWorker:
                 events.log(
                     logging.WARNING,
                     "timeout",
-                    job_id=running.job_id,
-                    queue=running.queue,
-                    lane=running.lane,
+                    **events.job(running),
                     timeout_s=running.timeout,
                 )
                 running.timed_out = True
@@ -599,9 +583,7 @@ class WatchdogWorker:
                     events.log(
                         logging.INFO,
                         "cancel_requested",
-                        job_id=job.job_id,
-                        queue=job.queue,
-                        lane=job.lane,
+                        **events.job(job),
                     )
                     job.request_cancel()
 
@@ -643,9 +625,7 @@ class WatchdogWorker:
             events.log(
                 logging.WARNING,
                 "recover",
-                job_id=job.job_id,
-                queue=job.queue,
-                lane=job.lane,
+                **events.job(job),
                 status=result.status,
                 outcome=job.outcome,
                 reason=job.failure_reason,

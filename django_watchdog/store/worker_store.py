@@ -101,9 +101,9 @@ class WorkerStore:
 
     def release_connection(self) -> None:
         """Close this thread's connection, e.g. after the server went away."""
-        from django.db import connections
+        from django.db import Error, connections
 
         try:
             connections[self.using].close()
-        except Exception:  # noqa: BLE001, S110 - a broken connection may fail to close; it is gone
+        except Error:  # noqa: S110 - a broken connection may fail to close; it is gone
             pass

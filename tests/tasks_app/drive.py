@@ -1,29 +1,23 @@
 """Run task jobs without the worker engine: claim, call the lane's handler, settle."""
 
-from types import SimpleNamespace
 from typing import Any
 
 from django_watchdog import handlers
 from django_watchdog.domain import decisions
+from django_watchdog.engine.running import RunningJob
 from django_watchdog.models import Job
 
 WORKER = "w-test"
 
 
-def view(job: Job, *, worker_id: str = WORKER, cancel_requested: bool = False) -> Any:
-    """The job as a handler sees it (the attributes the worker's job view has)."""
-    return SimpleNamespace(
-        job_id=job.job_id,
-        queue=job.queue,
-        lane=job.lane,
-        priority=job.priority,
-        payload=job.payload,
-        recovery_count=job.recovery_count,
-        enqueued_at=job.enqueued_at,
-        started_at=job.started_at,
-        worker_id=worker_id,
-        cancel_requested=cancel_requested,
-    )
+def view(
+    job: Job, *, worker_id: str = WORKER, cancel_requested: bool = False, token: str = "t"
+) -> RunningJob:
+    """The job as a handler sees it: the worker's own view, not a copy of it."""
+    running = RunningJob(job, claim_token=token, worker_id=worker_id)
+    if cancel_requested:
+        running.request_cancel()
+    return running
 
 
 def claim(lane: str = "tasks", *, worker_id: str = WORKER) -> tuple[Job, str]:
@@ -37,7 +31,7 @@ def run(job: Job, token: str, **view_options: Any) -> Job:
     """Call the lane's registered handler on ``job`` and settle what it decided."""
     handler = handlers.registered()[job.lane]
     try:
-        value = handler(view(job, **view_options))
+        value = handler(view(job, token=token, **view_options))
     except BaseException as error:  # noqa: BLE001 - the worker maps every exception
         decision = decisions.from_exception(error)
     else:
