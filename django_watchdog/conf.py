@@ -20,6 +20,10 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a timed-out handler gets after cancel_requested turns on before its job
     # settles outcome_unknown and its worker slot is freed.
     "TIMEOUT_GRACE": 5.0,
+    # Jobs a worker's job thread claims at once and runs one after another, writing their
+    # results together with its next claim (manage.py watchdog_worker --batch). 1 claims
+    # one job at a time; more means fewer transactions per job, for many short jobs.
+    "BATCH": 1,
     # PostgreSQL: prepare watchdog's own statements once per connection (turn off behind
     # a pooler that cannot keep prepared statements, e.g. PgBouncer < 1.21 in
     # transaction mode).

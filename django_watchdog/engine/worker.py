@@ -7,7 +7,8 @@ one machine or many) for CPU-bound handlers or more throughput.
 Threads of one worker: the caller's (claims, recovery, due jobs, timeouts, shutdown), one
 heartbeat thread (liveness and cancellation intents), one waker thread (NOTIFY or SQLite
 commit polling), and up to ``concurrency`` job threads. A job thread settles its job and
-claims the next in the same transaction, and runs jobs until none is ready.
+claims the next in the same transaction, and runs jobs until none is ready. With ``batch``
+above 1 a job thread claims and settles up to that many jobs at a time (engine/batches.py).
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from ..domain.errors import WatchdogError
 from ..domain.retries import RetryPolicy
 from ..domain.states import Outcome
 from ..domain.values import ClaimResult, Decision, SettleResult
+from ..store.batches import BATCH_MAX, Settlement
 from ..store.claims import Partition
 from ..store.worker_store import WorkerStore
 from . import events, liveness
+from .batches import Batch, Decided
 from .clock import Clock, SystemClock
 from .housekeeping import Housekeeping
 from .running import RunningJob
@@ -57,6 +60,8 @@ class WorkerOptions:
     lanes: tuple[str, ...] = ()
     exclude_lanes: tuple[str, ...] = ()
     concurrency: int = 1
+    #: Jobs a job thread claims (and settles) at once; ``None``: ``WATCHDOG['BATCH']``.
+    batch: int | None = None
     burst: bool = False
     worker_id: str = field(default_factory=default_worker_id)
     poll_interval: float | None = None
@@ -68,6 +73,10 @@ class WorkerOptions:
     def timing(self, name: str) -> float:
         value = getattr(self, name)
         return float(setting(name.upper()) if value is None else value)
+
+    def batch_size(self) -> int:
+        value = setting("BATCH") if self.batch is None else self.batch
+        return max(1, min(BATCH_MAX, int(value)))
 
 
 class Backoff:
@@ -108,6 +117,8 @@ class WatchdogWorker:
         }
         self.lanes = tuple(sorted(self.handlers))
         self.partition = Partition(lanes=self.lanes)
+        self.batch_size = options.batch_size()
+        self._batches: list[Batch] = []  # batch mode: one per busy job thread
         self.wake = threading.Event()
         self._stopping = threading.Event()
         self._running: dict[str, RunningJob] = {}
@@ -198,6 +209,8 @@ class WatchdogWorker:
             self.wake.wait(timeout=min(0.1, max(0.0, deadline - self.clock.monotonic())))
             self.wake.clear()
             self._retrying(self.enforce_timeouts)
+        if self._batches:
+            self._retrying(self._flush_all_batches)
         with self._running_lock:
             self.abandoned = sorted(self._running)
         if self.abandoned:
@@ -241,6 +254,13 @@ class WatchdogWorker:
         started = 0
         self.exhausted = False
         while self.free_slots() and not self._stopping.is_set():
+            if self.batch_size > 1:
+                taken = self._claim_batch()
+                if not taken:
+                    self.exhausted = True
+                    break
+                started += taken
+                continue
             try:
                 result = self.store.claim(self.partition, worker_id=self.worker_id)
             except DatabaseError:
@@ -259,7 +279,32 @@ class WatchdogWorker:
         self._backoff.succeeded()
         return started
 
-    def _accept(self, result: ClaimResult) -> RunningJob | None:
+    def _claim_batch(self) -> int:
+        """Claim up to ``batch_size`` jobs in one transaction and start a thread on them."""
+        try:
+            _, claimed = self.store.settle_and_claim(
+                [], claim_next=self.partition, limit=self.batch_size, worker_id=self.worker_id
+            )
+        except DatabaseError:
+            self._claim_failed = True
+            raise
+        jobs = self._accept_all(claimed)
+        if jobs:
+            self._dispatch_batch(Batch(jobs))
+        return len(claimed)
+
+    def _accept_all(self, claimed: list[ClaimResult | WatchdogError]) -> list[RunningJob]:
+        jobs = []
+        for result in claimed:
+            if isinstance(result, WatchdogError):
+                self._log_skipped(result)
+                continue
+            running = self._accept(result, start_clock=False)
+            if running is not None:
+                jobs.append(running)
+        return jobs
+
+    def _accept(self, result: ClaimResult, *, start_clock: bool = True) -> RunningJob | None:
         """The job a claim handed out, ready to run; ``None`` if it was settled cancelled."""
         job = result.job
         if job is None:
@@ -275,10 +320,9 @@ class WatchdogWorker:
             return None
         assert result.claim_token is not None
         running = RunningJob(job, claim_token=result.claim_token, worker_id=self.worker_id)
-        timeout = job.timeout or registry.options(job.lane).timeout
-        if timeout is not None:
-            running.timeout = timeout
-            running.deadline = self.clock.monotonic() + timeout
+        running.timeout = job.timeout or registry.options(job.lane).timeout
+        if start_clock:
+            self._start_clock(running)
         events.log(
             logging.DEBUG,
             "claim",
@@ -289,7 +333,16 @@ class WatchdogWorker:
         )
         return running
 
+    def _start_clock(self, running: RunningJob) -> None:
+        """The job starts now: its timeout (if any) counts from here."""
+        if running.timeout is not None:
+            running.deadline = self.clock.monotonic() + running.timeout
+
     def free_slots(self) -> int:
+        if self.batch_size > 1:
+            with self._running_lock:
+                busy = sum(1 for batch in self._batches if not batch.stuck)
+            return max(0, self.options.concurrency - busy)
         return max(0, self.options.concurrency - self.running_count())
 
     def running_count(self) -> int:
@@ -373,6 +426,15 @@ class WatchdogWorker:
     ) -> ClaimResult | WatchdogError | None:
         """Run the lane's handler and settle its decision; never raises."""
         started = self.clock.monotonic()
+        decision = self._decide(running)
+        if decision is None:
+            return None
+        settled, claimed = self._settle(running, decision, claim_next)
+        self._log_settle(running, decision, settled, self.clock.monotonic() - started)
+        return claimed
+
+    def _decide(self, running: RunningJob) -> Decision | None:
+        """Run the lane's handler: its decision, or ``None`` if the run was abandoned."""
         handler = self.handlers[running.lane]
         warning = None
         try:
@@ -395,9 +457,158 @@ class WatchdogWorker:
             return None
         if warning:
             events.log(logging.WARNING, "result_dropped", job_id=running.job_id, detail=warning)
-        settled, claimed = self._settle(running, decision, claim_next)
-        self._log_settle(running, decision, settled, self.clock.monotonic() - started)
-        return claimed
+        return decision
+
+    # -- batches (batch_size > 1) ----------------------------------------------------------
+
+    def _dispatch_batch(self, batch: Batch) -> None:
+        with self._running_lock:
+            for running in batch.pending:
+                self._running[running.job_id] = running
+            self._batches.append(batch)
+        if not self._threads:
+            self._run_batches(batch)
+            return
+        thread = threading.Thread(
+            target=self._batch_thread, args=(batch,), name="watchdog-job", daemon=True
+        )
+        thread.start()
+
+    def _batch_thread(self, batch: Batch) -> None:
+        try:
+            self._run_batches(batch)
+        finally:
+            self.store.release_connection()
+            self.wake.set()
+
+    def _run_batches(self, batch: Batch) -> None:
+        """Work through ``batch``; write its results with the next claim; repeat."""
+        current: Batch | None = batch
+        while current is not None:
+            self._work_through(current)
+            claim = self._threads and not self._stopping.is_set() and not current.stuck
+            following = self._flush(current, claim=claim)
+            with self._running_lock:
+                self._batches.remove(current)
+                if following is not None:
+                    self._batches.append(following)
+            current = following
+            self.wake.set()
+
+    def _work_through(self, batch: Batch) -> None:
+        """Run the batch's jobs in order until it is empty, stuck, or the worker stops.
+
+        A job whose cancellation arrived before it started settles ``cancelled`` unrun; a
+        failure to retry is written at once (it must reach its queue's head).
+        """
+        while True:
+            running = batch.start_next(stopping=self._stopping.is_set())
+            if running is None:
+                return
+            started = self.clock.monotonic()
+            if running.cancel_requested:
+                decision: Decision | None = Decision(outcome=Outcome.CANCELLED)
+            else:
+                self._start_clock(running)
+                decision = self._decide(running)
+            if decision is None:
+                continue  # abandoned: already settled, and the batch flushed
+            duration = self.clock.monotonic() - started
+            if decision.retry_at is not None:
+                settled, _ = self._settle(running, decision, None)
+                self._log_settle(running, decision, settled, duration)
+                with self._running_lock:
+                    if self._running.get(running.job_id) is running:
+                        del self._running[running.job_id]
+                continue
+            batch.decide(Decided(running, decision, duration))
+
+    def _flush(self, batch: Batch, *, claim: bool) -> Batch | None:
+        """Write the batch's decisions, release its unstarted jobs and (with ``claim``)
+        claim the next batch, in one transaction; the next batch, if any was claimed."""
+        decided, unstarted = batch.take()
+        if not decided and not unstarted and not claim:
+            return None
+        settlements = [
+            Settlement(d.running.job_id, d.running.claim_token, d.decision) for d in decided
+        ]
+        release = [(r.job_id, r.claim_token) for r in unstarted]
+        if claim:
+            with self._running_lock:
+                self._claims_in_flight += 1
+        following: Batch | None = None
+        try:
+            settled, claimed = self._write_batch(settlements, release, claim=claim)
+            for done, result in zip(decided, settled, strict=True):
+                self._log_settle(done.running, done.decision, result, done.duration)
+            for running in unstarted:
+                events.log(logging.INFO, "claim_released", **events.job(running), why="unstarted")
+            jobs = self._accept_all(claimed)
+            if jobs:
+                following = Batch(jobs)
+        finally:
+            with self._running_lock:
+                for running in [d.running for d in decided] + unstarted:
+                    if self._running.get(running.job_id) is running:
+                        del self._running[running.job_id]
+                if following is not None:
+                    for running in following.pending:
+                        self._running[running.job_id] = running
+                if claim:
+                    self._claims_in_flight -= 1
+        return following
+
+    def _write_batch(
+        self, settlements: list[Settlement], release: list[tuple[str, str]], *, claim: bool
+    ) -> tuple[list[SettleResult], list[ClaimResult | WatchdogError]]:
+        """``store.settle_and_claim`` through outages and failing receivers, as ``_settle``."""
+        backoff = Backoff()
+        rejected = 0
+        while True:
+            try:
+                return self.store.settle_and_claim(
+                    settlements,
+                    release=release,
+                    claim_next=self.partition if claim else None,
+                    limit=self.batch_size if claim else 0,
+                    worker_id=self.worker_id,
+                )
+            except (OperationalError, InterfaceError) as error:
+                if claim:
+                    self._claim_failed = True
+                delay = backoff.failed()
+                events.log(
+                    logging.WARNING,
+                    "store_unavailable",
+                    action="settle_batch",
+                    jobs=len(settlements),
+                    error=repr(error),
+                    retry_in_s=delay,
+                )
+                self.store.release_connection()
+            except Exception as error:  # noqa: BLE001 - a receiver's bug must not kill the thread
+                rejected += 1
+                events.log(
+                    logging.ERROR,
+                    "settlement_rejected",
+                    jobs=",".join(s.job_id for s in settlements),
+                    attempt=rejected,
+                    error=f"{type(error).__name__}: {error}",
+                )
+                logging.getLogger("django_watchdog.worker").exception(
+                    "settling a batch raised (a queue_changed receiver?)"
+                )
+                if rejected >= SETTLE_REJECTIONS:
+                    return [SettleResult(status="conflict") for _ in settlements], []
+                delay = backoff.failed()
+            threading.Event().wait(delay)
+
+    def _flush_all_batches(self) -> None:
+        """Release every batch's unstarted jobs and write its decisions (shutdown)."""
+        with self._running_lock:
+            batches = list(self._batches)
+        for batch in batches:
+            self._flush(batch, claim=False)
 
     def _decide_failure(self, running: RunningJob, error: BaseException) -> Decision:
         decision = decisions.from_exception(error)
@@ -557,7 +768,11 @@ class WatchdogWorker:
                 settled, _ = self._settle(running, decision, None)
                 with self._running_lock:
                     self._running.pop(running.job_id, None)
+                    stuck = [b for b in self._batches if b.current is running]
                 self._log_settle(running, decision, settled, running.timeout or 0.0)
+                for batch in stuck:
+                    batch.stuck = True
+                    self._flush(batch, claim=False)  # the rest of it must not wait on this one
 
     # -- liveness and recovery -----------------------------------------------------------
 

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -46,21 +47,22 @@ WITH candidate AS (
       JOIN watchdog_queue q ON q.name = j.queue
      WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE}
      ORDER BY j.priority DESC, j.position ASC
-     LIMIT 1
+     LIMIT %s
        FOR UPDATE OF q SKIP LOCKED
-)
+),
+numbered AS (SELECT id, cancelled, row_number() OVER () AS n FROM candidate)
 UPDATE watchdog_job AS job SET
-    state = CASE WHEN candidate.cancelled THEN 'settled' ELSE 'running' END,
-    outcome = CASE WHEN candidate.cancelled THEN 'cancelled' END,
+    state = CASE WHEN numbered.cancelled THEN 'settled' ELSE 'running' END,
+    outcome = CASE WHEN numbered.cancelled THEN 'cancelled' END,
     ready = FALSE,
-    claim_token = CASE WHEN candidate.cancelled THEN NULL ELSE %s END,
-    claimed_by = CASE WHEN candidate.cancelled THEN NULL ELSE %s END,
-    started_at = CASE WHEN candidate.cancelled THEN job.started_at ELSE <NOW> END,
-    settled_at = CASE WHEN candidate.cancelled THEN <NOW> END,
-    attempts = CASE WHEN candidate.cancelled THEN job.attempts ELSE job.attempts + 1 END,
+    claim_token = CASE WHEN numbered.cancelled THEN NULL ELSE %s || '.' || numbered.n END,
+    claimed_by = CASE WHEN numbered.cancelled THEN NULL ELSE %s END,
+    started_at = CASE WHEN numbered.cancelled THEN job.started_at ELSE <NOW> END,
+    settled_at = CASE WHEN numbered.cancelled THEN <NOW> END,
+    attempts = CASE WHEN numbered.cancelled THEN job.attempts ELSE job.attempts + 1 END,
     retry_at = NULL
-  FROM candidate
- WHERE job.id = candidate.id AND job.ready = <TRUE> AND job.state = 'queued'
+  FROM numbered
+ WHERE job.id = numbered.id AND job.ready = <TRUE> AND job.state = 'queued'
 RETURNING <job.COLUMNS>
 """
 ANY_READY = f"SELECT 1 FROM watchdog_job j WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} LIMIT 1"
@@ -121,7 +123,7 @@ def claim(using: str, partition: Partition, *, worker_id: str | None = None) -> 
     """
     for _ in range(CLAIM_ATTEMPTS):
         with transaction.atomic(using=using):
-            result = _claim_once(using, partition, worker_id)
+            result = claim_in_transaction(using, partition, worker_id)
         if result is not None:
             if isinstance(result, WatchdogError):
                 raise result
@@ -142,45 +144,70 @@ def _any_ready(using: str, partition: Partition) -> bool:
 
 
 def claim_statement(
-    using: str, partition: Partition, *, token: str = "", worker_id: str | None = None
+    using: str,
+    partition: Partition,
+    *,
+    token: str = "",
+    worker_id: str | None = None,
+    limit: int = 1,
 ) -> tuple[str, list[Any]]:
-    """The statement that picks (PostgreSQL: and takes) the best ready job, with its params.
+    """The statement that picks (PostgreSQL: and takes) the best ready jobs, with its params.
 
-    The index test EXPLAINs exactly this, so a refactor cannot silently make claims scan.
+    On PostgreSQL it takes up to ``limit`` jobs; each claim token is ``token`` plus the
+    job's rank in the batch. The index test EXPLAINs exactly this, so a refactor cannot
+    silently make claims scan.
     """
     predicate, params = _lanes(partition)
     at = vendor.param_datetime(using, timezone.now())
     if vendor.is_postgres(using):
         sql = vendor.render(using, CLAIM_POSTGRES.format(lanes=predicate))
-        return sql, [*params, at, token, worker_id]
+        return sql, [*params, at, limit, token, worker_id]
     return vendor.render(using, SELECT_READY_SQLITE.format(lanes=predicate)), [*params, at]
 
 
-def _claim_once(
+def claim_in_transaction(
     using: str, partition: Partition, worker_id: str | None
 ) -> ClaimResult | WatchdogError | None:
     """One claim inside the caller's transaction; ``None`` when no ready job was taken."""
+    if vendor.is_postgres(using):
+        taken = claim_ready_postgres(using, partition, 1, worker_id)
+        return taken[0] if taken else None
     token = new_claim_token()
     sql, params = claim_statement(using, partition, token=token, worker_id=worker_id)
-    found: list[tuple[Any, ...]] = []
+    candidate = vendor.fetch(using, sql, params)
+    if not candidate:
+        return None
+    pk, cancelled = candidate[0]
+    if cancelled:
+        found = vendor.fetch(using, SETTLE_CANCELLED_SQLITE, (pk,))
+    else:
+        found = vendor.fetch(using, RUN_SQLITE, (token, worker_id, pk))
+    if not found:
+        return None
+    return _taken(using, found[0])
+
+
+def claim_ready_postgres(
+    using: str, partition: Partition, limit: int, worker_id: str | None
+) -> list[ClaimResult | WatchdogError]:
+    """Take up to ``limit`` ready jobs in one statement, best first (PostgreSQL)."""
+    sql, params = claim_statement(
+        using, partition, token=new_claim_token(), worker_id=worker_id, limit=limit
+    )
+    found = vendor.fetch(using, sql, params)
+    if len(found) > 1:
+        priority, position = rows.column_index("priority"), rows.column_index("position")
+        found.sort(key=lambda row: (-row[priority], row[position] or 0))
+    return [_taken(using, row) for row in found]
+
+
+def _taken(using: str, row: Sequence[Any]) -> ClaimResult | WatchdogError:
+    """The claim result of one row a claim statement changed."""
     try:
-        if vendor.is_postgres(using):
-            found = vendor.fetch(using, sql, params)
-        else:
-            candidate = vendor.fetch(using, sql, params)
-            if not candidate:
-                return None
-            pk, cancelled = candidate[0]
-            if cancelled:
-                found = vendor.fetch(using, SETTLE_CANCELLED_SQLITE, (pk,))
-            else:
-                found = vendor.fetch(using, RUN_SQLITE, (token, worker_id, pk))
-        if not found:
-            return None
-        job = rows.to_job(using, found[0])
+        job = rows.to_job(using, row)
     except WatchdogError as error:
-        if found and error.kind == "store_unavailable":
-            return _quarantine(using, found[0], error)
+        if error.kind == "store_unavailable":
+            return _quarantine(using, row, error)
         raise
     if job.state == State.SETTLED:
         head = heads.refresh(using, job.queue)
@@ -193,15 +220,15 @@ def _claim_once(
             cancellation_requested=job.cancellation_id is not None,
         )
         heads.announce(job.queue, head, using=using)
-    return ClaimResult(status="claimed", job=job, claim_token=token)
+    return ClaimResult(status="claimed", job=job, claim_token=job.claim_token)
 
 
 def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> WatchdogError:
     """Settle a claimed row we cannot decode ``failed``, so workers move on; report it."""
     from ..models import Job
 
-    pk = row[[name for name, _ in rows.job_fields()].index("id")]
-    queue = row[[name for name, _ in rows.job_fields()].index("queue")]
+    pk = row[rows.column_index("id")]
+    queue = row[rows.column_index("queue")]
     reason = f"Job row does not decode: {error}"[:REASON_MAX]
     Job.objects.using(using).filter(pk=pk, state=State.RUNNING).update(
         state=State.SETTLED,
@@ -235,14 +262,14 @@ def settle(
         # a better job), so it need not wake anyone for that head's lanes: NOTIFY makes
         # PostgreSQL serialise committing transactions, which would cap the drain rate.
         busy = claim_next.lanes if claim_next is not None else ()
-        settled = _settle(using, job_id, claim_token, decision, quiet_lanes=busy)
+        settled = settle_in_transaction(using, job_id, claim_token, decision, quiet_lanes=busy)
         claimed = None
         if claim_next is not None and settled.status != "missing":
-            claimed = _claim_once(using, claim_next, worker_id)
+            claimed = claim_in_transaction(using, claim_next, worker_id)
     return settled, claimed
 
 
-def _settle(
+def settle_in_transaction(
     using: str,
     job_id: str,
     claim_token: str,
@@ -282,7 +309,7 @@ def _settle(
             )
         changed = vendor.fetch(using, SETTLE, settle_params)
     if not changed:
-        return _unchanged(using, job_id, claim_token, decision)
+        return unchanged(using, job_id, claim_token, decision)
     job = rows.to_job(using, changed[0])
     head = heads.refresh(using, queue)
     if job.state == State.QUEUED:
@@ -334,7 +361,7 @@ def _settle_postgres(
     )
     found = vendor.fetch(using, sql, params)
     if not found:
-        return _unchanged(using, job_id, claim_token, decision)
+        return unchanged(using, job_id, claim_token, decision)
     width = len(rows.job_fields())
     job = rows.to_job(using, found[0][:width])
     head_row = found[0][width:]
@@ -343,7 +370,7 @@ def _settle_postgres(
     return SettleResult(status="settled", job=job)
 
 
-def _unchanged(using: str, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
+def unchanged(using: str, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
     """Why a fenced settle changed nothing: ``replayed``, ``conflict`` or ``missing``."""
     from ..models import Job
 
@@ -414,19 +441,30 @@ def release(using: str, job_id: str, claim_token: str) -> bool:
     For a worker that lost its connection while committing a claim: the claim may have
     committed without the worker learning its token. Returns whether the job was released.
     """
+    with transaction.atomic(using=using):
+        return release_in_transaction(using, job_id, claim_token)
+
+
+def release_in_transaction(using: str, job_id: str, claim_token: str) -> bool:
+    """``release`` inside the caller's transaction."""
     from ..models import Job
 
-    with transaction.atomic(using=using):
-        queue = vendor.lock_queue_of(using, job_id)
-        if queue is None:
-            return False
-        changed = (
-            Job.objects.using(using)
-            .filter(job_id=job_id, state=State.RUNNING, claim_token=claim_token)
-            .update(state=State.QUEUED, claim_token=None, claimed_by=None, started_at=None)
+    queue = vendor.lock_queue_of(using, job_id)
+    if queue is None:
+        return False
+    changed = (
+        Job.objects.using(using)
+        .filter(job_id=job_id, state=State.RUNNING, claim_token=claim_token)
+        .update(
+            state=State.QUEUED,
+            claim_token=None,
+            claimed_by=None,
+            started_at=None,
+            attempts=F("attempts") - 1,
         )
-        if changed:
-            heads.announce(queue, heads.refresh(using, queue), using=using)
+    )
+    if changed:
+        heads.announce(queue, heads.refresh(using, queue), using=using)
     return bool(changed)
 
 

@@ -27,6 +27,12 @@ def job_fields() -> tuple[tuple[str, str], ...]:
     return tuple((f.attname, str(f.column)) for f in Job._meta.concrete_fields)
 
 
+@cache
+def column_index(name: str) -> int:
+    """Where the field ``name`` sits in a row of ``columns()``."""
+    return [attname for attname, _ in job_fields()].index(name)
+
+
 def columns(alias: str = "") -> str:
     """The column list matching ``job_fields()``, optionally qualified by a table alias."""
     prefix = f"{alias}." if alias else ""

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from ..domain.errors import WatchdogError
 from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
-from . import claims, due, workers
+from . import batches, claims, due, workers
 
 
 class WorkerStore:
@@ -31,6 +31,26 @@ class WorkerStore:
         """Settle, and with ``claim_next`` claim the next job in the same transaction."""
         return claims.settle(
             self.using, job_id, claim_token, decision, claim_next=claim_next, worker_id=worker_id
+        )
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[batches.Settlement],
+        *,
+        release: Sequence[tuple[str, str]] = (),
+        claim_next: claims.Partition | None = None,
+        limit: int = 0,
+        worker_id: str | None = None,
+    ) -> tuple[list[SettleResult], list[ClaimResult | WatchdogError]]:
+        """Settle a batch, release never-started jobs and claim up to ``limit``, in one
+        transaction."""
+        return batches.settle_and_claim(
+            self.using,
+            settlements,
+            release=release,
+            claim_next=claim_next,
+            limit=limit,
+            worker_id=worker_id,
         )
 
     def promote_due(self, *, now: datetime) -> int:

@@ -11,7 +11,8 @@ from django_watchdog.models import Job
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 
-def test_three_processes_run_every_job_once_serially_in_priority_order(spawn_worker, runs):
+@pytest.mark.parametrize("batch", ["1", "4"])
+def test_three_processes_run_every_job_once_serially_in_priority_order(spawn_worker, runs, batch):
     rng = random.Random(20261201)
     expected_order = defaultdict(list)
     for queue_number in range(12):
@@ -28,7 +29,7 @@ def test_three_processes_run_every_job_once_serially_in_priority_order(spawn_wor
             )
             expected_order[queue].append((-priority, n, job_id))
 
-    workers = [spawn_worker("--burst", "--concurrency", "2") for _ in range(3)]
+    workers = [spawn_worker("--burst", "--concurrency", "2", "--batch", batch) for _ in range(3)]
     for worker in workers:
         assert worker.wait(timeout=120) == 0, worker.output()
 

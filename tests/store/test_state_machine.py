@@ -1,7 +1,8 @@
 """The store against a small pure-Python model of SPEC §4 (Hypothesis stateful testing).
 
 Rules drive enqueue (now or delayed) / promote due delayed jobs / cancel / claim / settle
-(current, stale and bogus tokens; final or a retry) / reconcile / recover / fail_lane /
+(current, stale and bogus tokens; final or a retry) / batch claim and batch settle (one
+transaction, ``store.batches``) / reconcile / recover / fail_lane /
 purge / feed reads. After every step the invariants compare every job's state, outcome,
 reason, recovery count, attempts, intent, token, delay and retry time, the order of the
 jobs' queue positions, every queue head, the ready flags, and check that the settled feed,
@@ -38,8 +39,10 @@ from hypothesis.stateful import (
 import django_watchdog as wd
 from django_watchdog import JobConflict
 from django_watchdog.domain.states import Outcome
-from django_watchdog.domain.values import Decision
+from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import FeedClock, Job, Queue, Worker
+from django_watchdog.store import batches
+from django_watchdog.store.batches import Settlement
 from django_watchdog.store.claims import Partition as Lanes
 from django_watchdog.store.worker_store import WorkerStore
 
@@ -431,9 +434,13 @@ class StoreMachine(RuleBasedStateMachine):
         return None
 
     def settle_as(self, job_id: str, pick: int, decision: Decision) -> None:
-        job = self.jobs.get(job_id)
-        token = self.pick_token(job, pick)
+        token = self.pick_token(self.jobs.get(job_id), pick)
         result = Job.objects.settle(job_id, token, decision)
+        self.check_settle(job_id, token, decision, result)
+
+    def check_settle(self, job_id: str, token: str, decision: Decision, result: Any) -> None:
+        """Compare one settle's result with the model's, and apply it to the model."""
+        job = self.jobs.get(job_id)
         if job is None:
             assert result.status == "missing"
             return
@@ -453,6 +460,60 @@ class StoreMachine(RuleBasedStateMachine):
                 event("settle: a retry settles cancelled")
             job.state, job.outcome = "settled", effective
             job.reason = decision.failure_reason if effective == "failed" else None
+
+    @precondition(lambda self: not any(j.cancellation_id for j in self.claimable()))
+    @rule(partition=st.sampled_from(sorted(PARTITIONS)), limit=st.integers(1, 3))
+    def claim_batch(self, partition: str, limit: int) -> None:
+        """A batch claim takes the best ``limit`` ready jobs at once.
+
+        Only without ready cancelled jobs: settling one may ready its queue's next head,
+        which PostgreSQL's one-statement batch does not see but SQLite's loop does.
+        """
+        part = PARTITIONS[partition]
+        ready = sorted((j for j in self.claimable() if part.holds(j.lane)), key=lambda j: j.rank)
+        _, claimed = batches.settle_and_claim(
+            "default", [], claim_next=WORKER_LANES[partition], limit=limit, worker_id="w"
+        )
+        expected = ready[:limit]
+        assert [r.job.job_id for r in claimed if isinstance(r, ClaimResult) and r.job] == [
+            j.job_id for j in expected
+        ]
+        if len(expected) > 1:
+            event("claim_batch: several jobs")
+        for job, result in zip(expected, claimed, strict=True):
+            assert isinstance(result, ClaimResult) and result.claim_token
+            job.retry_at = None
+            job.state, job.token = "running", result.claim_token
+            job.tokens.append(result.claim_token)
+            job.attempts += 1
+
+    @precondition(lambda self: any(j.tokens for j in self.jobs.values()))
+    @rule(
+        picks=st.lists(
+            st.tuples(
+                st.integers(0, TARGETS - 1),
+                st.integers(min_value=0, max_value=3),
+                st.sampled_from(sorted(DECISIONS)),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    def settle_batch(self, picks: list[tuple[int, int, str]]) -> None:
+        """Settling several jobs in one transaction is settling each (they are distinct)."""
+        chosen: dict[str, Settlement] = {}
+        for which, pick, decision in picks:
+            job_id = self.target(which, claimed=True)
+            token = self.pick_token(self.jobs.get(job_id), pick)
+            chosen.setdefault(job_id, Settlement(job_id, token, DECISIONS[decision]))
+        settlements = list(chosen.values())
+        results, _ = batches.settle_and_claim("default", settlements)
+        if len(settlements) > 1:
+            event("settle_batch: several jobs")
+        for settlement, result in zip(settlements, results, strict=True):
+            self.check_settle(
+                settlement.job_id, settlement.claim_token, settlement.decision, result
+            )
 
     @precondition(lambda self: any(j.tokens for j in self.jobs.values()))
     @rule(

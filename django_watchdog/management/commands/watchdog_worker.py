@@ -16,6 +16,7 @@ from ...domain import validation
 from ...domain.errors import InvalidInput
 from ...engine.worker import WatchdogWorker, WorkerOptions
 from ...handlers import registered
+from ...store.batches import BATCH_MAX
 
 
 def _positive_float(text: str) -> float:
@@ -53,6 +54,18 @@ class Command(BaseCommand):
             default=1,
             metavar="N",
             help="Jobs run at once in this process, one thread each (default 1).",
+        )
+        parser.add_argument(
+            "--batch",
+            type=int,
+            default=None,
+            metavar="N",
+            help=(
+                "Jobs each thread claims at once and runs one after another, writing their "
+                "results with its next claim: fewer transactions per job, for many short jobs "
+                "(default WATCHDOG['BATCH'], 1). A claimed job waits for those before it; if "
+                "the worker dies, all its claimed jobs count as interrupted runs."
+            ),
         )
         parser.add_argument(
             "--burst",
@@ -98,6 +111,9 @@ class Command(BaseCommand):
             concurrency = validation.integer(
                 options["concurrency"], "--concurrency", minimum=1, maximum=256
             )
+            batch = options["batch"]
+            if batch is not None:
+                batch = validation.integer(batch, "--batch", minimum=1, maximum=BATCH_MAX)
             worker_id = options["worker_id"]
             if worker_id is not None:
                 worker_id = validation.identifier(worker_id, "--worker-id")[:64]
@@ -115,6 +131,7 @@ class Command(BaseCommand):
                 lanes=lanes,
                 exclude_lanes=excluded,
                 concurrency=concurrency,
+                batch=batch,
                 burst=options["burst"],
                 poll_interval=options["poll_interval"],
                 shutdown_grace=options["shutdown_grace"],
@@ -153,7 +170,7 @@ class Command(BaseCommand):
             f"  lanes:       {', '.join(worker.lanes)}"
             + (f" (excluding {', '.join(excluded)})" if excluded else ""),
             f"  handlers:    {handlers}",
-            f"  concurrency: {worker.options.concurrency}"
+            f"  concurrency: {worker.options.concurrency}  batch: {worker.batch_size}"
             + ("  (burst)" if worker.options.burst else ""),
         ]
         self.stdout.write("\n".join(lines))

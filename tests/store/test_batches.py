@@ -1,0 +1,190 @@
+"""Batched settle + claim (``store.batches``): the one-job rules, several jobs per commit."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection, connections
+
+import django_watchdog as wd
+from django_watchdog.domain.values import ClaimResult, Decision
+from django_watchdog.models import Job
+from django_watchdog.signals import queue_changed
+from django_watchdog.store import batches
+from django_watchdog.store.batches import Settlement
+from django_watchdog.store.claims import Partition
+
+from .helpers import DONE, row
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ALL = Partition()
+
+
+def take(limit: int, partition: Partition = ALL, worker_id: str = "w") -> list[ClaimResult]:
+    _, claimed = batches.settle_and_claim(
+        "default", [], claim_next=partition, limit=limit, worker_id=worker_id
+    )
+    assert all(isinstance(c, ClaimResult) for c in claimed)
+    return claimed  # type: ignore[return-value]
+
+
+def test_a_batch_claim_takes_ready_heads_best_first_one_per_queue() -> None:
+    for queue, priorities in {"a": [0, 9], "b": [5], "c": [1, 1], "d": [-2]}.items():
+        for n, priority in enumerate(priorities):
+            wd.enqueue(f"{queue}{n}", queue=queue, priority=priority)
+    claimed = take(3)
+    assert [c.job.job_id for c in claimed if c.job] == ["a1", "b0", "c0"]
+    tokens = {c.claim_token for c in claimed}
+    assert len(tokens) == 3 and all(len(t or "") >= 32 for t in tokens)
+    for c in claimed:
+        assert c.status == "claimed" and c.job is not None
+        assert row(c.job.job_id)["claim_token"] == c.claim_token
+        assert row(c.job.job_id)["claimed_by"] == "w"
+    assert Job.objects.filter(state="running").count() == 3
+    assert [c.job.job_id for c in take(10) if c.job] == ["d0"], "a, b, c are busy"
+
+
+def test_settling_a_batch_readies_each_queue_and_reports_each_job() -> None:
+    for queue in "abc":
+        wd.enqueue(f"{queue}1", queue=queue)
+        wd.enqueue(f"{queue}2", queue=queue)
+    wd.enqueue("other", queue="z", lane="elsewhere")
+    a, b, c = take(3, Partition(lanes=("default",)))
+    assert a.job and b.job and c.job and a.claim_token and b.claim_token and c.claim_token
+    settlements = [
+        Settlement("a1", a.claim_token, Decision.completed({"n": 1})),
+        Settlement("b1", b.claim_token, Decision.failed("ValueError: no")),
+        Settlement("c1", "not-the-token", DONE),
+        Settlement("nope", "t", DONE),
+    ]
+    settled, claimed = batches.settle_and_claim(
+        "default", settlements, claim_next=Partition(lanes=("default",)), limit=5
+    )
+    assert [s.status for s in settled] == ["settled", "settled", "conflict", "missing"]
+    assert settled[0].job and settled[0].job.result == {"n": 1}
+    assert (row("a1")["outcome"], row("b1")["outcome"]) == ("completed", "failed")
+    assert row("b1")["failure_reason"] == "ValueError: no"
+    assert row("c1")["state"] == "running", "a wrong token changes nothing"
+    # a2 and b2 became their queues' heads and were claimed in the same transaction.
+    assert sorted(c.job.job_id for c in claimed if isinstance(c, ClaimResult) and c.job) == [
+        "a2",
+        "b2",
+    ]
+    assert row("other")["ready"] and row("c2")["ready"] is False
+    again, _ = batches.settle_and_claim("default", settlements[:1])
+    assert again[0].status == "replayed"
+
+
+def test_a_batch_settles_a_job_cancelled_while_claimed_as_cancelled() -> None:
+    wd.enqueue("a", queue="q")
+    (a,) = take(1)
+    assert a.claim_token and wd.cancel("a").status == "recorded"
+    (settled,), _ = batches.settle_and_claim("default", [Settlement("a", a.claim_token, DONE)])
+    assert settled.status == "settled" and row("a")["outcome"] == "cancelled"
+
+
+def test_a_batch_claim_settles_cancelled_queued_jobs_unrun() -> None:
+    wd.enqueue("a", queue="q")
+    wd.enqueue("b", queue="q")
+    wd.cancel("b")
+    claimed = take(5)
+    assert sorted((c.status, c.job.job_id) for c in claimed if c.job) == [
+        ("cancelled", "b"),
+        ("claimed", "a"),
+    ]
+    assert row("b")["outcome"] == "cancelled"
+
+
+def test_released_jobs_go_back_to_their_place_uncounted() -> None:
+    wd.enqueue("a", queue="q")
+    wd.enqueue("b", queue="q")
+    (a,) = take(1)
+    assert a.claim_token
+    _, claimed = batches.settle_and_claim("default", [], release=[("a", a.claim_token)])
+    assert claimed == []
+    stored = row("a")
+    assert (stored["state"], stored["claim_token"], stored["ready"]) == ("queued", None, True)
+    assert Job.objects.get(job_id="a").attempts == 0
+    assert [c.job.job_id for c in take(1) if c.job] == ["a"], "still ahead of b"
+
+
+@pytest.fixture
+def announced() -> Iterator[list[tuple[str, str | None, str | None]]]:
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    def receiver(sender: object, queue: str, head: object, settled: Job | None, **_: object):
+        assert connection.in_atomic_block
+        seen.append((queue, getattr(head, "job_id", None), settled and settled.job_id))
+
+    queue_changed.connect(receiver, sender=Job, dispatch_uid="test-batches")
+    yield seen
+    queue_changed.disconnect(sender=Job, dispatch_uid="test-batches")
+
+
+def test_with_receivers_every_settle_of_a_batch_is_announced(announced) -> None:
+    for queue in "ab":
+        wd.enqueue(f"{queue}1", queue=queue)
+        wd.enqueue(f"{queue}2", queue=queue)
+    a, b = take(2)
+    assert a.job and b.job and a.claim_token and b.claim_token
+    announced.clear()
+    batches.settle_and_claim(
+        "default",
+        [Settlement("a1", a.claim_token, DONE), Settlement("b1", b.claim_token, DONE)],
+    )
+    assert announced == [("a", "a2", "a1"), ("b", "b2", "b1")]
+
+
+@pytest.mark.skipif(
+    connections["default"].vendor != "postgresql", reason="needs concurrent writers"
+)
+def test_concurrent_batch_claimers_never_share_a_job_or_a_queue() -> None:
+    queues, per_queue, claimers = 20, 5, 4
+    for index in range(queues * per_queue):
+        wd.enqueue(f"j{index:03}", queue=f"q{index % queues}", priority=index % 3)
+    lock = threading.Lock()
+    seen: list[str] = []
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            held: list[Settlement] = []
+            while True:
+                _, claimed = batches.settle_and_claim(
+                    "default", held, claim_next=ALL, limit=4, worker_id=f"w{worker}"
+                )
+                held = []
+                for result in claimed:
+                    assert isinstance(result, ClaimResult) and result.job and result.claim_token
+                    held.append(Settlement(result.job.job_id, result.claim_token, DONE))
+                with lock:
+                    seen.extend(s.job_id for s in held)
+                    queues_held = [Job.objects.get(job_id=s.job_id).queue for s in held]
+                assert len(set(queues_held)) == len(queues_held), "two jobs of one queue"
+                if not held and not Job.objects.filter(state__in=["queued", "running"]).exists():
+                    return
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(claimers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert len(seen) == len(set(seen)) == queues * per_queue, "every job exactly once"
+    assert Job.objects.filter(outcome="completed").count() == queues * per_queue
+    for queue in range(queues):
+        jobs = list(
+            Job.objects.filter(queue=f"q{queue}")
+            .order_by("started_at")
+            .values_list("priority", "id", "started_at", "settled_at")
+        )
+        for earlier, later in zip(jobs, jobs[1:], strict=False):
+            assert earlier[3] <= later[2], f"q{queue}: runs overlap"
+        assert [(-p, i) for p, i, *_ in jobs] == sorted((-p, i) for p, i, *_ in jobs)
