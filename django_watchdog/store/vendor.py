@@ -160,25 +160,47 @@ def lock_queue_of(using: str, job_id: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
-CREATE_QUEUES_POSTGRES = """
-INSERT INTO watchdog_queue (name, created_at) SELECT unnest(%s::text[]), %s
-ON CONFLICT (name) DO NOTHING
-"""
 LOCK_QUEUES_POSTGRES = """
 SELECT name FROM watchdog_queue WHERE name = ANY(%s::text[]) ORDER BY name FOR UPDATE
 """
+#: Create the missing queues and lock the others, in one round trip. A row this transaction
+#: inserted is as good as locked: no one else sees it, and an insert of the same name
+#: waits for us. A queue committed by someone else after this statement's snapshot is
+#: neither created nor locked here: ``lock_queues`` locks it with a fresh statement.
+CREATE_OR_LOCK_QUEUES_POSTGRES = """
+WITH created AS (
+    INSERT INTO watchdog_queue (name, created_at) SELECT unnest(%s::text[]), %s
+    ON CONFLICT (name) DO NOTHING
+    RETURNING name
+)
+SELECT name, TRUE FROM created
+UNION ALL
+SELECT name, FALSE FROM (
+    SELECT name FROM watchdog_queue WHERE name = ANY(%s::text[]) ORDER BY name FOR UPDATE
+) AS locked
+"""
 
 
-def lock_queues(using: str, queues: Sequence[str], *, create: bool = False) -> None:
-    """Lock several queues in name order, so two multi-queue changes cannot deadlock."""
+def lock_queues(using: str, queues: Sequence[str], *, create: bool = False) -> set[str]:
+    """Lock several queues in name order, so two multi-queue changes cannot deadlock.
+
+    With ``create``, missing queues are created (and so held); returns the names created.
+    """
     names = sorted(set(queues))
-    if len(names) <= 1 or not is_postgres(using):
+    if not is_postgres(using):
         for queue in names:
             lock_queue(using, queue, create=create)
-        return
-    if create:
-        execute(using, CREATE_QUEUES_POSTGRES, (names, param_datetime(using, timezone.now())))
-    fetch(using, LOCK_QUEUES_POSTGRES, (names,))
+        return set()
+    if not create:
+        fetch(using, LOCK_QUEUES_POSTGRES, (names,))
+        return set()
+    now = param_datetime(using, timezone.now())
+    held = fetch(using, CREATE_OR_LOCK_QUEUES_POSTGRES, (names, now, names))
+    created = {name for name, new in held if new}
+    missed = sorted(set(names) - {name for name, _ in held})
+    if missed:  # committed by another enqueue after our snapshot: now visible
+        fetch(using, LOCK_QUEUES_POSTGRES, (missed,))
+    return created
 
 
 def notify(using: str, lane: str) -> None:

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 import django_watchdog as wd
+from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job, Queue
 
 pytestmark = pytest.mark.django_db
@@ -85,3 +86,27 @@ def test_delayed_jobs_in_a_batch_block_nothing():
 
 def test_an_empty_batch_does_nothing():
     assert wd.enqueue_many([]) == []
+
+
+def test_a_conflict_restores_the_head_a_new_job_had_displaced():
+    wd.enqueue("x", queue="q", payload=1)
+    with pytest.raises(wd.JobConflict):
+        wd.enqueue_many(
+            [
+                {"job_id": "urgent", "queue": "q", "priority": 9},
+                {"job_id": "x", "queue": "q", "payload": 2},
+            ]
+        )
+    assert list(Job.objects.values_list("job_id", "ready")) == [("x", True)]
+    assert Job.objects.claim().job.job_id == "x", "the caller's transaction is still usable"
+
+
+def test_a_repeat_that_would_have_been_the_head_leaves_the_head_ready():
+    wd.enqueue("done", queue="q", priority=5)
+    claim = Job.objects.claim()
+    Job.objects.settle("done", claim.claim_token, Decision.completed())
+    wd.enqueue("low", queue="q", priority=0)
+    results = wd.enqueue_many([{"job_id": "done", "queue": "q", "priority": 5}])
+    assert [r.status for r in results] == ["duplicate"]
+    assert Job.objects.get(job_id="low").ready, "still the head: the repeat was not inserted"
+    assert Job.objects.claim().job.job_id == "low"
