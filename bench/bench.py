@@ -120,6 +120,10 @@ def drive(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+#: ``watchdog_worker --batch``: jobs a job thread claims and settles at once (--watchdog-batch).
+WATCHDOG_BATCH = 32
+
+
 def worker_command(system: str, db: str, concurrency: int, index: int) -> list[str]:
     py = sys.executable
     if system == "watchdog":
@@ -132,6 +136,8 @@ def worker_command(system: str, db: str, concurrency: int, index: int) -> list[s
             "bench",
             "--concurrency",
             str(concurrency),
+            "--batch",
+            str(WATCHDOG_BATCH),
             "--log-level",
             "WARNING",
             "--worker-id",
@@ -718,6 +724,7 @@ def environment() -> dict[str, Any]:
 
 
 def main() -> None:
+    global WATCHDOG_BATCH
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument(
@@ -736,6 +743,13 @@ def main() -> None:
         default=0,
         help="drain backlog size, over jobs/10 queues (default 1000; quick 200)",
     )
+    parser.add_argument(
+        "--watchdog-batch",
+        type=int,
+        default=WATCHDOG_BATCH,
+        metavar="N",
+        help=f"watchdog_worker --batch (default {WATCHDOG_BATCH}; 1 = one job per transaction)",
+    )
     parser.add_argument("--no-charts", action="store_true")
     parser.add_argument(
         "--reuse",
@@ -752,12 +766,14 @@ def main() -> None:
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
     databases = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    WATCHDOG_BATCH = args.watchdog_batch
     SQLITE_DIR.mkdir(parents=True, exist_ok=True)
 
     started = time.monotonic()
     bench = Bench(args)
     env = environment()
     env["loadavg_at_start"] = os.getloadavg()
+    env["watchdog_batch"] = WATCHDOG_BATCH
     if env["loadavg_at_start"][0] > 1.0:
         log(
             f"WARNING: load average {env['loadavg_at_start']}: something else is running; "
@@ -791,7 +807,8 @@ def main() -> None:
     env["loadavg_at_end"] = os.getloadavg()
     print(
         f"\n{elapsed:.0f}s, load average at start {env['loadavg_at_start'][0]:.2f}, "
-        f"at end {env['loadavg_at_end'][0]:.2f}, sizes {bench.sizes.__dict__}, repeat {args.repeat}"
+        f"at end {env['loadavg_at_end'][0]:.2f}, sizes {bench.sizes.__dict__}, "
+        f"repeat {args.repeat}, watchdog --batch {WATCHDOG_BATCH}"
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {

@@ -61,6 +61,8 @@ class FakeStore:
         self.registered = []
         self.fail_next_claim = False
         self.orphans_released = []
+        self.batches = []
+        self.released = []
 
     def claim(self, partition, *, worker_id):
         lanes = partition.lanes
@@ -80,6 +82,30 @@ class FakeStore:
             outcome=decision.outcome.value, failure_reason=decision.failure_reason, retry_at=None
         )
         return SettleResult(status="settled", job=job), None
+
+    def settle_and_claim(
+        self, settlements, *, release=(), claim_next=None, limit=0, worker_id=None
+    ):
+        self.batches.append(
+            ([s.job_id for s in settlements], [job_id for job_id, _ in release], limit)
+        )
+        settled = []
+        for s in settlements:
+            self.settled[s.job_id] = s.decision
+            job = SimpleNamespace(
+                outcome=s.decision.outcome.value,
+                failure_reason=s.decision.failure_reason,
+                retry_at=None,
+            )
+            settled.append(SettleResult(status="settled", job=job))
+        self.released.extend(job_id for job_id, _ in release)
+        claimed = []
+        while claim_next is not None and len(claimed) < limit:
+            result = self.claim(claim_next, worker_id=worker_id)
+            if result.status == "none":
+                break
+            claimed.append(result)
+        return settled, claimed
 
     def promote_due(self, *, now):
         return 0
@@ -234,3 +260,44 @@ def test_database_errors_back_off_instead_of_crashing():
     assert waits == [0.1, 0.2]
     worker._retrying(worker.run_once)
     assert worker._backoff.delay == 0.0, "a success resets the backoff"
+
+
+def test_a_batch_is_claimed_at_once_run_in_order_and_settled_together():
+    ran = []
+    store = FakeStore([fake_job(name) for name in "abcde"])
+    worker = make_worker(store, {"l": lambda job: ran.append(job.job_id)}, batch=3)
+    assert worker.run_once() == 5
+    assert ran == list("abcde")
+    assert store.batches == [
+        ([], [], 3),  # claim a, b, c
+        (["a", "b", "c"], [], 0),  # without job threads a batch does not claim on
+        ([], [], 3),  # claim d, e
+        (["d", "e"], [], 0),
+        ([], [], 3),  # nothing left
+    ]
+    assert worker.exhausted and not worker.running_jobs()
+
+
+def test_a_batched_job_cancelled_before_it_starts_is_settled_cancelled_unrun():
+    ran = []
+    store = FakeStore([fake_job("a"), fake_job("b", cancellation_id="i-1")])
+    worker = make_worker(store, {"l": lambda job: ran.append(job.job_id)}, batch=2)
+    worker.run_once()
+    assert ran == ["a"]
+    assert store.settled["b"].outcome == Outcome.CANCELLED
+
+
+def test_stopping_releases_the_jobs_a_batch_has_not_started():
+    ran = []
+    store = FakeStore([fake_job(name) for name in "abc"])
+
+    def handle(job):
+        ran.append(job.job_id)
+        worker.stop()
+
+    worker = make_worker(store, {"l": handle}, batch=3)
+    worker.run_once()
+    assert ran == ["a"]
+    assert store.released == ["b", "c"]
+    assert list(store.settled) == ["a"]
+    assert not worker.running_jobs()
