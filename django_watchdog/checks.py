@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core import checks
 
 from .conf import DEFAULTS
+from .store.batches import BATCH_MAX
 
 POSITIVE_NUMBERS = (
     "POLL_INTERVAL",
@@ -47,6 +48,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         errors.append(
             checks.Error(
                 "WATCHDOG['MAX_PAYLOAD_BYTES'] must be a positive int.", id="django_watchdog.E004"
+            )
+        )
+    batch = configured.get("BATCH", DEFAULTS["BATCH"])
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= BATCH_MAX:
+        errors.append(
+            checks.Error(
+                f"WATCHDOG['BATCH'] must be an int from 1 to {BATCH_MAX}.",
+                id="django_watchdog.E006",
             )
         )
     heartbeat = configured.get("HEARTBEAT_INTERVAL", DEFAULTS["HEARTBEAT_INTERVAL"])

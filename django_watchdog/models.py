@@ -176,23 +176,27 @@ class Job(models.Model):
                 name="watchdog_job_retry_due",
             ),
             # Settled feed: positions of settled rows, and the first pending position.
+            # Only positioned rows: a job enters these when a feed read numbers it, so
+            # enqueue, claim and settle (whose rows are mostly not numbered yet) skip them.
             models.Index(
-                fields=["feed_position"], condition=Q(state=SETTLED), name="watchdog_job_feed"
+                fields=["feed_position"],
+                condition=Q(state=SETTLED, feed_position__isnull=False),
+                name="watchdog_job_feed_at",
             ),
             models.Index(
                 fields=["lane", "feed_position"],
-                condition=Q(state=SETTLED),
-                name="watchdog_job_feed_lane",
+                condition=Q(state=SETTLED, feed_position__isnull=False),
+                name="watchdog_job_feed_lane_at",
             ),
             models.Index(
                 fields=["feed_position"],
-                condition=Q(state__in=PENDING),
-                name="watchdog_job_feed_pending",
+                condition=Q(state__in=PENDING, feed_position__isnull=False),
+                name="watchdog_job_feed_pending_at",
             ),
             models.Index(
                 fields=["lane", "feed_position"],
-                condition=Q(state__in=PENDING),
-                name="watchdog_job_feed_lane_pending",
+                condition=Q(state__in=PENDING, feed_position__isnull=False),
+                name="watchdog_job_feed_lane_pend_at",
             ),
             models.Index(
                 fields=["id"],

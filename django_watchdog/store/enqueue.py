@@ -273,7 +273,8 @@ def enqueue_many(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
 
 
 def _enqueue_many_postgres(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
-    """``enqueue_many`` in two statements (lock or create the queues; insert + heads).
+    """``enqueue_many`` in two statements (lock or create the queues; insert + heads), sent
+    together in one round trip.
 
     No savepoint, so an enqueue inside a view's transaction costs no extra round trips: a
     conflicting repeat (rare) undoes this call's rows by hand before ``JobConflict`` is
@@ -288,10 +289,17 @@ def _enqueue_many_postgres(using: str, batch: Sequence[NewJob]) -> list[EnqueueR
     conflict: JobConflict | None = None
     results: list[EnqueueResult] = []
     with transaction.atomic(using=using, savepoint=False):
-        created = vendor.lock_queues(using, [new.queue for new in batch], create=True)
+        held, found_rows = vendor.fetch_each(
+            using,
+            [
+                vendor.create_or_lock_queues(using, [new.queue for new in batch]),
+                (INSERT_WITH_HEADS_POSTGRES, params),
+            ],
+        )
+        created = {name for name, new in held if new}
         width = len(rows.job_fields())
         inserted: dict[str, Job] = {}
-        for found in vendor.fetch(using, INSERT_WITH_HEADS_POSTGRES, params):
+        for found in found_rows:
             job = rows.to_job(using, found[:width])
             inserted[job.job_id] = job
         jobs: list[Job | None] = [inserted.pop(new.job_id, None) for new in batch]

@@ -122,6 +122,33 @@ def fetch(using: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, .
         return list(cursor.fetchall())
 
 
+def fetch_each(
+    using: str, statements: Sequence[tuple[str, Sequence[Any]]]
+) -> list[list[tuple[Any, ...]]]:
+    """Run statements in order; the rows of each.
+
+    On PostgreSQL with prepared statements they go out in one psycopg pipeline: one round
+    trip for all (and for the ``BEGIN`` that opens the transaction), though the server
+    still runs each after the one before has finished, with its own snapshot.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql" or not setting("PREPARED_STATEMENTS"):
+        return [fetch(using, sql, params) for sql, params in statements]
+    import psycopg
+
+    with _cursor(using) as first, connection.wrap_database_errors:
+        raw = connection.connection
+        cursors = [first, *(psycopg.Cursor(raw) for _ in statements[1:])]
+        try:
+            with raw.pipeline():
+                for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                    _run(cursor, using, sql, params)
+            return [list(cursor.fetchall()) for cursor in cursors]
+        finally:
+            for cursor in cursors[1:]:
+                cursor.close()
+
+
 LOCK_QUEUE = "SELECT 1 FROM watchdog_queue WHERE name = %s FOR UPDATE"
 CREATE_QUEUE = (
     "INSERT INTO watchdog_queue (name, created_at) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING"
@@ -163,21 +190,15 @@ def lock_queue_of(using: str, job_id: str) -> str | None:
 LOCK_QUEUES_POSTGRES = """
 SELECT name FROM watchdog_queue WHERE name = ANY(%s::text[]) ORDER BY name FOR UPDATE
 """
-#: Create the missing queues and lock the others, in one round trip. A row this transaction
-#: inserted is as good as locked: no one else sees it, and an insert of the same name
-#: waits for us. A queue committed by someone else after this statement's snapshot is
-#: neither created nor locked here: ``lock_queues`` locks it with a fresh statement.
+#: Create the missing queues and lock the others, in name order, in one statement: a row
+#: this transaction inserted is as good as locked (no one else sees it, and an insert of
+#: the same name waits for us), and ``DO UPDATE`` locks an existing row even if it was
+#: committed after this statement's snapshot (a same-value update, so a HOT one).
+#: ``xmax = 0`` tells the rows inserted here.
 CREATE_OR_LOCK_QUEUES_POSTGRES = """
-WITH created AS (
-    INSERT INTO watchdog_queue (name, created_at) SELECT unnest(%s::text[]), %s
-    ON CONFLICT (name) DO NOTHING
-    RETURNING name
-)
-SELECT name, TRUE FROM created
-UNION ALL
-SELECT name, FALSE FROM (
-    SELECT name FROM watchdog_queue WHERE name = ANY(%s::text[]) ORDER BY name FOR UPDATE
-) AS locked
+INSERT INTO watchdog_queue (name, created_at) SELECT unnest(%s::text[]), %s
+ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+RETURNING name, xmax = 0
 """
 
 
@@ -194,13 +215,14 @@ def lock_queues(using: str, queues: Sequence[str], *, create: bool = False) -> s
     if not create:
         fetch(using, LOCK_QUEUES_POSTGRES, (names,))
         return set()
-    now = param_datetime(using, timezone.now())
-    held = fetch(using, CREATE_OR_LOCK_QUEUES_POSTGRES, (names, now, names))
-    created = {name for name, new in held if new}
-    missed = sorted(set(names) - {name for name, _ in held})
-    if missed:  # committed by another enqueue after our snapshot: now visible
-        fetch(using, LOCK_QUEUES_POSTGRES, (missed,))
-    return created
+    sql, params = create_or_lock_queues(using, names)
+    return {name for name, new in fetch(using, sql, params) if new}
+
+
+def create_or_lock_queues(using: str, queues: Sequence[str]) -> tuple[str, list[Any]]:
+    """PostgreSQL: the statement creating or locking ``queues`` (rows: name, created)."""
+    names = sorted(set(queues))
+    return CREATE_OR_LOCK_QUEUES_POSTGRES, [names, param_datetime(using, timezone.now())]
 
 
 def notify(using: str, lane: str) -> None:
