@@ -234,7 +234,8 @@ class WatchdogWorker:
     # -- one step ----------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Recover and promote due jobs if needed, then claim into every free slot.
+        """Recover if due, claim into every free slot, then promote due delayed jobs (and
+        claim what that readied).
 
         Returns how many jobs started (or settled cancelled). Without job threads
         (``start(threads=False)``) each claimed job runs to settlement here, one at a
@@ -246,11 +247,21 @@ class WatchdogWorker:
         if self._claim_failed:
             self._release_orphans()
         self.enforce_timeouts()
+        started = self._claim_into_free_slots()
         if self.clock.monotonic() >= self._promote_at:
             # Delayed jobs enter their queues at most a poll interval late, or on time
-            # when the idle loop knew when the next one was due.
-            self.store.promote_due(now=self.clock.now())
+            # when the idle loop knew when the next one was due. After the claims, so a
+            # woken worker's first round trip is its claim; what this readies is claimed
+            # at once.
+            promoted = self.store.promote_due(now=self.clock.now())
             self._promote_at = self.clock.monotonic() + self.options.timing("poll_interval")
+            if promoted and self.free_slots():
+                started += self._claim_into_free_slots()
+        self._backoff.succeeded()
+        return started
+
+    def _claim_into_free_slots(self) -> int:
+        """Claim ready jobs until every slot is busy or none is ready; how many started."""
         started = 0
         self.exhausted = False
         while self.free_slots() and not self._stopping.is_set():
@@ -276,7 +287,6 @@ class WatchdogWorker:
             started += 1
             if running is not None:
                 self._dispatch(running)
-        self._backoff.succeeded()
         return started
 
     def _claim_batch(self) -> int:

@@ -106,6 +106,9 @@ def settle_and_claim(
     Results come in the order of ``settlements``; a claimed row that did not decode comes
     back as the ``WatchdogError`` it raised, already settled ``failed``.
     """
+    if not settlements and not release:
+        with claims.claim_transaction(using):
+            return [], claim_many(using, claim_next, limit, worker_id) if claim_next else []
     with transaction.atomic(using=using):
         quiet = claim_next.lanes if claim_next is not None and limit else ()
         settled = settle_many(using, settlements, quiet_lanes=quiet)
