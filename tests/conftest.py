@@ -22,4 +22,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("postgres_only") is not None:
             item.add_marker(skip)
-

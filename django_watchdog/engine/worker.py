@@ -6,7 +6,8 @@ one machine or many) for CPU-bound handlers or more throughput.
 
 Threads of one worker: the caller's (claims, recovery, due jobs, timeouts, shutdown), one
 heartbeat thread (liveness and cancellation intents), one waker thread (NOTIFY or SQLite
-commit polling), and up to ``concurrency`` job threads. A job thread settles its job and
+commit polling), and up to ``concurrency`` job threads, which stay for the next job and
+keep their database connections (engine/threads.py). A job thread settles its job and
 claims the next in the same transaction, and runs jobs until none is ready. With ``batch``
 above 1 a job thread claims and settles up to that many jobs at a time (engine/batches.py).
 """
@@ -40,6 +41,7 @@ from .batches import Batch, Decided
 from .clock import Clock, SystemClock
 from .housekeeping import Housekeeping
 from .running import RunningJob
+from .threads import JobThreads
 from .wakeup import Waker, make_waker
 
 Handler = Callable[[RunningJob], Any]
@@ -119,6 +121,7 @@ class WatchdogWorker:
         self.partition = Partition(lanes=self.lanes)
         self.batch_size = options.batch_size()
         self._batches: list[Batch] = []  # batch mode: one per busy job thread
+        self._job_threads = JobThreads(on_exit=self.store.release_connection)
         self.wake = threading.Event()
         self._stopping = threading.Event()
         self._running: dict[str, RunningJob] = {}
@@ -221,6 +224,7 @@ class WatchdogWorker:
                 jobs=",".join(self.abandoned),
                 grace_s=grace,
             )
+        self._job_threads.stop()
         if self._waker is not None:
             self._waker.stop()
         try:
@@ -388,16 +392,12 @@ class WatchdogWorker:
             return
         with self._running_lock:
             self._running[running.job_id] = running
-        thread = threading.Thread(
-            target=self._job_thread, args=(running,), name="watchdog-job", daemon=True
-        )
-        thread.start()
+        self._job_threads.submit(self._job_thread, running)
 
     def _job_thread(self, first: RunningJob) -> None:
         try:
             self._run_chain(first, tracked=True)
         finally:
-            self.store.release_connection()
             self.wake.set()
 
     def _run_chain(self, first: RunningJob, *, tracked: bool = False) -> None:
@@ -479,16 +479,12 @@ class WatchdogWorker:
         if not self._threads:
             self._run_batches(batch)
             return
-        thread = threading.Thread(
-            target=self._batch_thread, args=(batch,), name="watchdog-job", daemon=True
-        )
-        thread.start()
+        self._job_threads.submit(self._batch_thread, batch)
 
     def _batch_thread(self, batch: Batch) -> None:
         try:
             self._run_batches(batch)
         finally:
-            self.store.release_connection()
             self.wake.set()
 
     def _run_batches(self, batch: Batch) -> None:

@@ -94,7 +94,7 @@ def _cursor(using: str) -> Iterator[Any]:
 
 def _run(cursor: Any, using: str, sql: str, params: Sequence[Any]) -> None:
     """Execute on ``cursor``; psycopg cursors prepare the statement (once per connection)."""
-    if isinstance(cursor, _psycopg_cursor_class()):
+    if connections[using].vendor == "postgresql" and isinstance(cursor, _psycopg_cursor_class()):
         cursor.execute(render(using, sql), params, prepare=True)
     else:
         cursor.execute(render(using, sql), params)
