@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError
 
@@ -45,6 +45,7 @@ from .threads import JobThreads
 from .wakeup import Waker, make_waker
 
 Handler = Callable[[RunningJob], Any]
+Written = TypeVar("Written")
 
 BACKOFF_START = 0.1
 BACKOFF_MAX = 5.0
@@ -567,47 +568,24 @@ class WatchdogWorker:
     def _write_batch(
         self, settlements: list[Settlement], release: list[tuple[str, str]], *, claim: bool
     ) -> tuple[list[SettleResult], list[ClaimResult | WatchdogError]]:
-        """``store.settle_and_claim`` through outages and failing receivers, as ``_settle``."""
-        backoff = Backoff()
-        rejected = 0
-        while True:
-            try:
-                return self.store.settle_and_claim(
-                    settlements,
-                    release=release,
-                    claim_next=self.partition if claim else None,
-                    limit=self.batch_size if claim else 0,
-                    worker_id=self.worker_id,
-                )
-            except (OperationalError, InterfaceError) as error:
-                if claim:
-                    self._claim_failed = True
-                delay = backoff.failed()
-                events.log(
-                    logging.WARNING,
-                    "store_unavailable",
-                    action="settle_batch",
-                    jobs=len(settlements),
-                    error=repr(error),
-                    retry_in_s=delay,
-                )
-                self.store.release_connection()
-            except Exception as error:  # noqa: BLE001 - a receiver's bug must not kill the thread
-                rejected += 1
-                events.log(
-                    logging.ERROR,
-                    "settlement_rejected",
-                    jobs=",".join(s.job_id for s in settlements),
-                    attempt=rejected,
-                    error=f"{type(error).__name__}: {error}",
-                )
-                logging.getLogger("django_watchdog.worker").exception(
-                    "settling a batch raised (a queue_changed receiver?)"
-                )
-                if rejected >= SETTLE_REJECTIONS:
-                    return [SettleResult(status="conflict") for _ in settlements], []
-                delay = backoff.failed()
-            threading.Event().wait(delay)
+        """``store.settle_and_claim`` through outages and failing receivers."""
+        given_up: tuple[list[SettleResult], list[ClaimResult | WatchdogError]] = (
+            [SettleResult(status="conflict") for _ in settlements],
+            [],
+        )
+        return self._settling(
+            lambda: self.store.settle_and_claim(
+                settlements,
+                release=release,
+                claim_next=self.partition if claim else None,
+                limit=self.batch_size if claim else 0,
+                worker_id=self.worker_id,
+            ),
+            claims=claim,
+            given_up=given_up,
+            action="settle_batch",
+            jobs=",".join(s.job_id for s in settlements),
+        )
 
     def _flush_all_batches(self) -> None:
         """Release every batch's unstarted jobs and write its decisions (shutdown)."""
@@ -660,34 +638,51 @@ class WatchdogWorker:
     def _settle(
         self, running: RunningJob, decision: Decision, claim_next: Partition | None
     ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
-        """Settle with the claim token, retrying through database outages (it is idempotent).
+        """Settle with the claim token (and claim the next job) through outages and failing
+        receivers."""
+        given_up: tuple[SettleResult, ClaimResult | WatchdogError | None] = (
+            SettleResult(status="conflict"),
+            None,
+        )
+        return self._settling(
+            lambda: self.store.settle(
+                running.job_id,
+                running.claim_token,
+                decision,
+                claim_next=claim_next,
+                worker_id=self.worker_id,
+            ),
+            claims=claim_next is not None,
+            given_up=given_up,
+            action="settle",
+            **events.job(running),
+        )
 
-        A ``queue_changed`` receiver that raises (anything but a lost connection) rolls the
-        settle back; it is retried a few times, then the run is given up (logged): the job
-        stays running under this worker until it stops, and recovery (SPEC §4.8) resolves
-        it then.
+    def _settling(
+        self, write: Callable[[], Written], *, claims: bool, given_up: Written, **about: Any
+    ) -> Written:
+        """Run ``write`` (a settle, maybe with the next claim) until it succeeds.
+
+        Settling is idempotent, so through a database outage it is retried until the server
+        is back (a claim made with it may have committed unseen: orphan release sorts that
+        out). A ``queue_changed`` receiver that raises (anything but a lost connection) rolls
+        the write back; it is retried a few times, then given up (logged) and ``given_up``
+        returned: the jobs stay running under this worker until it stops, and recovery
+        (SPEC §4.8) resolves them then.
         """
         backoff = Backoff()
         rejected = 0
         while True:
             try:
-                return self.store.settle(
-                    running.job_id,
-                    running.claim_token,
-                    decision,
-                    claim_next=claim_next,
-                    worker_id=self.worker_id,
-                )
+                return write()
             except (OperationalError, InterfaceError) as error:
-                # The server or the network: retry until it is back (settling is idempotent).
-                if claim_next is not None:
+                if claims:
                     self._claim_failed = True
                 delay = backoff.failed()
                 events.log(
                     logging.WARNING,
                     "store_unavailable",
-                    action="settle",
-                    job_id=running.job_id,
+                    **about,
                     error=repr(error),
                     retry_in_s=delay,
                 )
@@ -699,15 +694,15 @@ class WatchdogWorker:
                 events.log(
                     logging.ERROR,
                     "settlement_rejected",
-                    **events.job(running),
+                    **about,
                     attempt=rejected,
                     error=f"{type(error).__name__}: {error}",
                 )
                 logging.getLogger("django_watchdog.worker").exception(
-                    "settling job %s raised (a queue_changed receiver?)", running.job_id
+                    "%s raised (a queue_changed receiver?)", about
                 )
                 if rejected >= SETTLE_REJECTIONS:
-                    return SettleResult(status="conflict"), None
+                    return given_up
                 delay = backoff.failed()
             threading.Event().wait(delay)
 

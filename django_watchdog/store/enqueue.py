@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -86,38 +86,8 @@ class NewJob:
         return [name for name, same in pairs if not same]
 
 
-INSERT_POSTGRES = """
-WITH next AS (SELECT nextval(pg_get_serial_sequence('watchdog_job', 'id')) AS id)
-INSERT INTO watchdog_job
-    (id, position, job_id, queue, lane, priority, payload, max_recoveries, state,
-     recovery_count, attempts, ready, delayed, run_after, retry_policy, timeout, enqueued_at)
-SELECT next.id, CASE WHEN %s THEN NULL ELSE next.id END, %s, %s, %s, %s, %s, %s, 'queued',
-       0, 0, FALSE, %s, %s, %s, %s, <NOW>
-  FROM next
-ON CONFLICT (job_id) DO NOTHING
-RETURNING <COLUMNS>
-"""
-#: PostgreSQL bulk path: the whole batch in one statement, ids drawn in batch order.
-INSERT_MANY_POSTGRES = """
-INSERT INTO watchdog_job
-    (id, position, job_id, queue, lane, priority, payload, max_recoveries, state,
-     recovery_count, attempts, ready, delayed, run_after, retry_policy, timeout, enqueued_at)
-SELECT v.id, CASE WHEN v.delayed THEN NULL ELSE v.id END, v.job_id, v.queue, v.lane, v.priority,
-       v.payload, v.max_recoveries, 'queued', 0, 0, FALSE, v.delayed, v.run_after,
-       v.retry_policy, v.timeout, <NOW>
-  FROM (SELECT nextval(pg_get_serial_sequence('watchdog_job', 'id')) AS id, u.*
-          FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::jsonb[],
-                      %s::bigint[], %s::boolean[], %s::timestamptz[], %s::jsonb[],
-                      %s::double precision[])
-               WITH ORDINALITY
-               AS u(job_id, queue, lane, priority, payload, max_recoveries, delayed, run_after,
-                    retry_policy, timeout, ordinal)
-         ORDER BY u.ordinal) AS v
-ON CONFLICT (job_id) DO NOTHING
-RETURNING <COLUMNS>
-"""
-#: PostgreSQL, with no ``queue_changed`` receivers: insert the batch and settle each queue's
-#: head in the same statement. Every queue is already locked, so the snapshot is current.
+#: PostgreSQL: insert the batch and settle each queue's head in the same statement. Every
+#: queue is already locked, so the snapshot is current.
 #: A queue's best new job becomes its head when nothing runs or waits to retry there and
 #: no queued job ranks at least as high (older jobs win ties); the head it displaces
 #: loses its ready flag. Workers of the lanes given a ready job (or a delayed one, whose
@@ -208,18 +178,6 @@ UPDATE watchdog_job AS w SET ready = CASE WHEN w.id = (
 RETURNING id, ready
 """
 SQLITE_ROWS_PER_STATEMENT = 500
-INSERT_SQLITE = """
-INSERT INTO watchdog_job
-    (position, job_id, queue, lane, priority, payload, max_recoveries, state,
-     recovery_count, attempts, ready, delayed, run_after, retry_policy, timeout, enqueued_at)
-VALUES (CASE WHEN %s THEN NULL
-             -- AUTOINCREMENT gives the new row seq + 1: its position is its id.
-             ELSE (SELECT COALESCE(MAX(seq), 0) + 1 FROM sqlite_sequence
-                    WHERE name = 'watchdog_job') END,
-        %s, %s, %s, %s, %s, %s, 'queued', 0, 0, FALSE, %s, %s, %s, %s, <NOW>)
-ON CONFLICT (job_id) DO NOTHING
-RETURNING <COLUMNS>
-"""
 
 
 def enqueue(using: str, new: NewJob) -> EnqueueResult:
@@ -234,42 +192,19 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
 def enqueue_many(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
     """Insert every job of ``batch`` in one transaction, all or nothing.
 
-    Each distinct queue is locked once (in name order) and its head refreshed once, after
-    all its jobs are in: a bulk enqueue costs one statement per job, not a transaction.
+    Each distinct queue is locked (or created) once, in name order, and each queue's head
+    is settled once, with all its new jobs in: a few statements for the whole batch.
     """
-    from ..models import Job
+    if vendor.is_postgres(using):
+        return _enqueue_many_postgres(using, batch)
+    return _enqueue_many_sqlite(using, batch)
 
-    if not heads.listening():
-        if vendor.is_postgres(using):
-            return _enqueue_many_postgres(using, batch)
-        return _enqueue_many_sqlite(using, batch)
-    now = timezone.now()
-    results: list[EnqueueResult] = []
-    entered: dict[str, list[Job]] = {}
-    with transaction.atomic(using=using):
-        # Insert first and compare only on conflict: a fresh job costs no extra read. A
-        # conflicting repeat raises inside this block, so even a new queue row rolls back.
-        queues = sorted({new.queue for new in batch})
-        vendor.lock_queues(using, queues, create=True)
-        for new, job in zip(batch, _insert(using, batch, now), strict=True):
-            if job is None:
-                results.append(_duplicate(new, Job.objects.using(using).get(job_id=new.job_id)))
-                continue
-            results.append(EnqueueResult(status="queued", job=job))
-            entered.setdefault(new.queue, []).append(job)
-        for queue in queues:
-            jobs = entered.get(queue, [])
-            positioned = [job.pk for job in jobs if not job.delayed]
-            if positioned:
-                head = heads.refresh(using, queue, entered=positioned)
-                for job in jobs:
-                    job.ready = head.state == "queued" and head.job_id == job.job_id
-                heads.announce(queue, head, using=using)
-            elif jobs:
-                heads.announce(queue, None, using=using)
-            for lane in sorted({job.lane for job in jobs if job.delayed}):
-                vendor.notify(using, lane)  # idle workers learn when to look again
-    return results
+
+def _announce(using: str, jobs: Iterable[Job]) -> None:
+    """``queue_changed`` for each queue that gained a job, in name order."""
+    if heads.listening():
+        for queue in sorted({job.queue for job in jobs}):
+            heads.announce(queue, None, using=using)
 
 
 def _enqueue_many_postgres(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
@@ -278,7 +213,9 @@ def _enqueue_many_postgres(using: str, batch: Sequence[NewJob]) -> list[EnqueueR
 
     No savepoint, so an enqueue inside a view's transaction costs no extra round trips: a
     conflicting repeat (rare) undoes this call's rows by hand before ``JobConflict`` is
-    raised, outside the block, leaving the caller's transaction usable, as before.
+    raised, outside the block, leaving the caller's transaction usable. With
+    ``queue_changed`` receivers there is one, so a receiver that raises rolls back only
+    this call.
     """
     from ..conf import setting
 
@@ -288,7 +225,7 @@ def _enqueue_many_postgres(using: str, batch: Sequence[NewJob]) -> list[EnqueueR
     params = [*(list(column) for column in zip(*per_job, strict=True)), setting("NOTIFY_CHANNEL")]
     conflict: JobConflict | None = None
     results: list[EnqueueResult] = []
-    with transaction.atomic(using=using, savepoint=False):
+    with transaction.atomic(using=using, savepoint=heads.listening()):
         held, found_rows = vendor.fetch_each(
             using,
             [
@@ -311,6 +248,8 @@ def _enqueue_many_postgres(using: str, batch: Sequence[NewJob]) -> list[EnqueueR
                 conflict = resolved
             else:
                 results = resolved
+        if conflict is None:
+            _announce(using, (r.job for r in results if r.status == "queued" and r.job))
     if conflict is not None:
         raise conflict
     return results
@@ -359,6 +298,7 @@ def _enqueue_many_sqlite(using: str, batch: Sequence[NewJob]) -> list[EnqueueRes
             job = inserted.pop(new.job_id)
             job.ready = job.pk in ready
             results.append(EnqueueResult(status="queued", job=job))
+        _announce(using, (r.job for r in results if r.status == "queued" and r.job))
     return results
 
 
@@ -396,36 +336,6 @@ def _resolve_repeats(
             if job.queue == queue:
                 job.ready = head.state == "queued" and head.job_id == job.job_id
     return results
-
-
-def _insert(using: str, batch: Sequence[NewJob], now: datetime) -> list[Job | None]:
-    """Insert the batch; per job the inserted row, or ``None`` where its id already existed.
-
-    A job id repeated inside the batch is inserted once; later repeats come back ``None``.
-    """
-    delays = [new.run_after is not None and new.run_after > now for new in batch]
-    if vendor.is_postgres(using) and len(batch) > 1:
-        per_job = [
-            _columns(using, new, delayed) for new, delayed in zip(batch, delays, strict=True)
-        ]
-        columns = [list(column) for column in zip(*per_job, strict=True)]
-        inserted = {
-            job.job_id: job
-            for job in (
-                rows.to_job(using, row)
-                for row in vendor.fetch(using, INSERT_MANY_POSTGRES, columns)
-            )
-        }
-        found: list[Job | None] = []
-        for new in batch:
-            found.append(inserted.pop(new.job_id, None))
-        return found
-    insert = INSERT_POSTGRES if vendor.is_postgres(using) else INSERT_SQLITE
-    result: list[Job | None] = []
-    for new, delayed in zip(batch, delays, strict=True):
-        row = vendor.fetch(using, insert, (delayed, *_columns(using, new, delayed)))
-        result.append(rows.to_job(using, row[0]) if row else None)
-    return result
 
 
 def _columns(using: str, new: NewJob, delayed: bool) -> tuple[Any, ...]:

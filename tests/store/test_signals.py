@@ -191,3 +191,15 @@ def test_raising_receiver_rolls_back_the_callers_outer_transaction_too(sent: lis
         wd.enqueue("a", queue="q")
     assert not Projection.objects.exists()
     assert wd.get_job("a") is None
+
+
+def test_a_caller_that_catches_a_receivers_error_keeps_its_transaction(sent: list[Sent]) -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        Projection.objects.create(queue="user-row", head_state="x")
+        with raising_receiver(lambda h, s: True), pytest.raises(Boom):
+            wd.enqueue("a", queue="q")
+        wd.enqueue("b", queue="q")  # the failed enqueue left nothing behind, and this works
+    assert wd.get_job("a") is None and wd.get_job("b") is not None
+    assert Projection.objects.filter(queue="user-row").exists()
