@@ -61,7 +61,11 @@ def test_unknown_lane_is_rejected_with_a_clear_error(spawn_worker):
     assert "no handler serves the requested lanes" in worker.output()
 
 
-def test_bad_arguments_exit_non_zero(spawn_worker):
-    worker = spawn_worker("--burst", "--concurrency", "0")
+@pytest.mark.parametrize(
+    ("option", "value"), [("--concurrency", "0"), ("--batch", "0"), ("--batch", "501")]
+)
+def test_bad_arguments_exit_non_zero(spawn_worker, option, value):
+    worker = spawn_worker("--burst", option, value)
     assert worker.wait() != 0
-    assert "--concurrency" in worker.output()
+    assert option in worker.output()
+    assert not Job.objects.filter(state="running").exists()
