@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from django.db import connections
 
 from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import FeedClock, Job, Queue, Worker
@@ -72,3 +76,43 @@ def claim_ids(**partition: Any) -> list[str]:
             assert Job.objects.settle(result.job.job_id, result.claim_token, DONE).status == (
                 "settled"
             )
+
+
+def in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(index)`` in ``count`` threads started together; re-raise any error."""
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[index] = work(index)
+        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def assert_serial_in_order(queues: Iterable[str]) -> None:
+    """The database's record of each queue: runs never overlap in time, and they ran in
+    queue order (priority, then enqueue order)."""
+    for queue in queues:
+        jobs = list(
+            Job.objects.filter(queue=queue)
+            .order_by("started_at")
+            .values_list("priority", "id", "started_at", "settled_at")
+        )
+        for earlier, later in zip(jobs, jobs[1:], strict=False):
+            assert earlier[3] <= later[2], f"{queue}: runs overlap"
+        assert [(-p, i) for p, i, *_ in jobs] == sorted((-p, i) for p, i, *_ in jobs)

@@ -16,7 +16,7 @@ from django_watchdog.store import batches
 from django_watchdog.store.batches import Settlement
 from django_watchdog.store.claims import Partition
 
-from .helpers import DONE, row
+from .helpers import DONE, assert_serial_in_order, in_threads, row
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -147,44 +147,25 @@ def test_concurrent_batch_claimers_never_share_a_job_or_a_queue() -> None:
         wd.enqueue(f"j{index:03}", queue=f"q{index % queues}", priority=index % 3)
     lock = threading.Lock()
     seen: list[str] = []
-    errors: list[BaseException] = []
 
     def work(worker: int) -> None:
-        try:
-            held: list[Settlement] = []
-            while True:
-                _, claimed = batches.settle_and_claim(
-                    "default", held, claim_next=ALL, limit=4, worker_id=f"w{worker}"
-                )
-                held = []
-                for result in claimed:
-                    assert isinstance(result, ClaimResult) and result.job and result.claim_token
-                    held.append(Settlement(result.job.job_id, result.claim_token, DONE))
-                with lock:
-                    seen.extend(s.job_id for s in held)
-                    queues_held = [Job.objects.get(job_id=s.job_id).queue for s in held]
-                assert len(set(queues_held)) == len(queues_held), "two jobs of one queue"
-                if not held and not Job.objects.filter(state__in=["queued", "running"]).exists():
-                    return
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-        finally:
-            connections.close_all()
+        held: list[Settlement] = []
+        while True:
+            _, claimed = batches.settle_and_claim(
+                "default", held, claim_next=ALL, limit=4, worker_id=f"w{worker}"
+            )
+            held = []
+            for result in claimed:
+                assert isinstance(result, ClaimResult) and result.job and result.claim_token
+                held.append(Settlement(result.job.job_id, result.claim_token, DONE))
+            with lock:
+                seen.extend(s.job_id for s in held)
+            queues_held = [Job.objects.get(job_id=s.job_id).queue for s in held]
+            assert len(set(queues_held)) == len(queues_held), "two jobs of one queue"
+            if not held and not Job.objects.filter(state__in=["queued", "running"]).exists():
+                return
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(claimers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert errors == []
+    in_threads(claimers, work)
     assert len(seen) == len(set(seen)) == queues * per_queue, "every job exactly once"
     assert Job.objects.filter(outcome="completed").count() == queues * per_queue
-    for queue in range(queues):
-        jobs = list(
-            Job.objects.filter(queue=f"q{queue}")
-            .order_by("started_at")
-            .values_list("priority", "id", "started_at", "settled_at")
-        )
-        for earlier, later in zip(jobs, jobs[1:], strict=False):
-            assert earlier[3] <= later[2], f"q{queue}: runs overlap"
-        assert [(-p, i) for p, i, *_ in jobs] == sorted((-p, i) for p, i, *_ in jobs)
+    assert_serial_in_order(f"q{queue}" for queue in range(queues))

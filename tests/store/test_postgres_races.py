@@ -6,47 +6,20 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
 
-from .helpers import DONE
+from .helpers import DONE, assert_serial_in_order, in_threads
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
-
-
-def _in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run ``work(index)`` in ``count`` threads started together; re-raise any error."""
-    barrier = threading.Barrier(count)
-    results: list[Any] = [None] * count
-    errors: list[BaseException] = []
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[index] = work(index)
-        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
-            errors.append(error)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads), "a thread hung"
-    if errors:
-        raise errors[0]
-    return results
 
 
 def test_concurrent_claimers_never_share_a_job_or_a_queue() -> None:
@@ -90,24 +63,15 @@ def test_concurrent_claimers_never_share_a_job_or_a_queue() -> None:
             assert settled.status == "settled"
             done += 1
 
-    counts = _in_threads(workers, work)
+    counts = in_threads(workers, work)
     assert duplicates == []
     assert overlaps == []
     assert sum(counts) == queues * per_queue
     assert len(claimed_by) == queues * per_queue
     assert Job.objects.filter(state="settled", outcome="completed").count() == queues * per_queue
 
-    # The database's record agrees: within each queue, runs never overlap in time, and the
-    # queue order held (priority, then enqueue order).
-    for queue in range(queues):
-        jobs = list(
-            Job.objects.filter(queue=f"q{queue}")
-            .order_by("started_at")
-            .values_list("priority", "id", "started_at", "settled_at")
-        )
-        for earlier, later in zip(jobs, jobs[1:], strict=False):
-            assert earlier[3] <= later[2], f"q{queue}: runs overlap"
-        assert [(-p, i) for p, i, *_ in jobs] == sorted((-p, i) for p, i, *_ in jobs)
+    # The database's record agrees.
+    assert_serial_in_order(f"q{queue}" for queue in range(queues))
 
 
 def test_out_of_order_commit_is_not_skipped_by_the_feed() -> None:
@@ -124,7 +88,7 @@ def test_out_of_order_commit_is_not_skipped_by_the_feed() -> None:
         return result.job.pk
 
     thread_results: list[Any] = []
-    thread = threading.Thread(target=lambda: thread_results.append(_in_threads(1, writer_a)))
+    thread = threading.Thread(target=lambda: thread_results.append(in_threads(1, writer_a)))
     thread.start()
     assert inserted.wait(timeout=30)
 
@@ -191,7 +155,7 @@ def test_reader_during_a_slow_settle_reads_every_job_once() -> None:
                 Decision.completed(),
             )
 
-    _in_threads(4, work)
+    in_threads(4, work)
     assert sorted(seen) == sorted(f"j{index:02}" for index in range(total))
     assert len(seen) == len(set(seen))
 
@@ -205,7 +169,7 @@ def test_two_reapers_recover_one_disappeared_claim_exactly_once() -> None:
         assert Job.objects.claim(worker_id="vanished").status == "claimed"
     later = timezone.now() + timedelta(hours=1)
 
-    results = _in_threads(2, lambda _: Job.objects.recover(now=later, timeout=30))
+    results = in_threads(2, lambda _: Job.objects.recover(now=later, timeout=30))
     won = Counter(r.job.job_id for batch in results for r in batch)  # type: ignore[union-attr]
     assert set(won) == {f"j{i}" for i in range(rounds)} | {f"k{i}" for i in range(rounds)}
     assert set(won.values()) == {1}, won
@@ -220,7 +184,7 @@ def test_two_reapers_reconcile_the_same_claim_one_wins() -> None:
     for _ in range(5):
         claim = Job.objects.claim()
         assert claim.claim_token is not None
-        statuses = _in_threads(2, lambda _: Job.objects.reconcile("j", claim.claim_token).status)  # type: ignore[arg-type]  # noqa: B023
+        statuses = in_threads(2, lambda _: Job.objects.reconcile("j", claim.claim_token).status)  # type: ignore[arg-type]  # noqa: B023
         assert sorted(statuses) == ["conflict", "requeued"]
     assert Job.objects.get(job_id="j").recovery_count == 5
     assert connection.vendor == "postgresql"
