@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -51,6 +52,7 @@ PG_DATABASES = {
     "floor": "bench_floor",
 }
 WORKER_PROCS = (1, 2, 4)
+WORKLOADS = ("enqueue", "drain", "latency", "flatness")
 FLOOR_PROCS = (1, 2)
 
 
@@ -315,6 +317,7 @@ class Bench:
         self.repeat = args.repeat
         self.procs = (1, 2) if args.quick else WORKER_PROCS
         self.only = args.only
+        self.workloads = args.workloads
         self.work = Path("/tmp/django-watchdog-bench")
         self.work.mkdir(parents=True, exist_ok=True)
         self.logs = self.work / "logs"
@@ -507,10 +510,14 @@ class Bench:
                 if system in PG_ONLY and db == "sqlite":
                     continue
                 log(f"{LABELS[system]} on {db}")
-                steps = [self.prepare, self.drain, self.latency]
-                if system != "floor":
-                    steps.insert(1, self.enqueue)
-                if system == "watchdog":
+                steps: list[Callable[[str, str], None]] = [self.prepare]
+                if "enqueue" in self.workloads and system != "floor":
+                    steps.append(self.enqueue)
+                if "drain" in self.workloads:
+                    steps.append(self.drain)
+                if "latency" in self.workloads:
+                    steps.append(self.latency)
+                if "flatness" in self.workloads and system == "watchdog":
                     steps.append(lambda _system, db: self.flatness(db))
                 for step in steps:
                     try:
@@ -750,6 +757,11 @@ def main() -> None:
         metavar="N",
         help=f"watchdog_worker --batch (default {WATCHDOG_BATCH}; 1 = one job per transaction)",
     )
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated subset of {','.join(WORKLOADS)} (default: all)",
+    )
     parser.add_argument("--no-charts", action="store_true")
     parser.add_argument(
         "--reuse",
@@ -761,6 +773,10 @@ def main() -> None:
     unknown = set(args.only) - set(SYSTEMS)
     if unknown:
         parser.error(f"--only: unknown systems {sorted(unknown)}")
+    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = set(args.workloads) - set(WORKLOADS)
+    if unknown:
+        parser.error(f"--workloads: unknown workloads {sorted(unknown)}")
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3
     if args.repeat < 1:

@@ -7,6 +7,7 @@ this applies the same converters the ORM would, so a row edited by hand still ra
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -52,18 +53,69 @@ def expand(sql: str) -> str:
 
 
 @cache
-def _converters(using: str) -> tuple[tuple[tuple[Converter, Any], ...], ...]:
-    """Per column, the (converter, expression) pairs the ORM applies on this database."""
+def _converters(using: str) -> tuple[tuple[int, tuple[tuple[Converter, Any], ...]], ...]:
+    """(column index, its (converter, expression) pairs) for the columns the ORM converts
+    on this database; the others come from the driver as they are."""
     from ..models import Job
 
     connection = connections[using]
     table = Job._meta.db_table
     result = []
-    for field in Job._meta.concrete_fields:
+    for index, field in enumerate(Job._meta.concrete_fields):
         col = field.get_col(table)
         steps = [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
-        result.append(tuple((step, col) for step in steps))
+        if steps:
+            result.append((index, tuple((step, col) for step in steps)))
     return tuple(result)
+
+
+@cache
+def _attnames() -> list[str]:
+    return [name for name, _ in job_fields()]
+
+
+@cache
+def at() -> Any:
+    """Where each ``Job`` field sits in a row of ``columns()``, as attributes (``at().queue``)."""
+    names = _attnames()
+    return namedtuple("JobColumns", names)(*range(len(names)))
+
+
+@cache
+def _new_row() -> tuple[Any, ...]:
+    defaults = {"state": "queued", "recovery_count": 0, "attempts": 0}
+    return tuple(defaults.get(name) for name in _attnames())
+
+
+def new_row() -> list[Any]:
+    """The column values of a new queued job before its own are filled in: NULL, zero
+    counts, state ``queued``."""
+    return list(_new_row())
+
+
+@cache
+def _converters_of(using: str) -> dict[str, tuple[tuple[Converter, Any], ...]]:
+    names = _attnames()
+    return {names[index]: steps for index, steps in _converters(using)}
+
+
+def decode(using: str, attname: str, value: Any) -> Any:
+    """One column's value from the driver, as the ORM would decode it."""
+    connection = connections[using]
+    for step, col in _converters_of(using).get(attname, ()):
+        value = step(value, col, connection)
+    return value
+
+
+def written_job(using: str, values: Sequence[Any]) -> Job:
+    """A ``Job`` for a row just written from validated values (in ``job_fields()`` order):
+    nothing to decode or check. Built as ``Model.from_db`` builds one."""
+    from ..models import Job
+
+    job = Job(*values)  # type: ignore[misc]  # positional, as Model.from_db builds it
+    job._state.adding = False
+    job._state.db = using
+    return job
 
 
 def to_job(using: str, row: Sequence[Any]) -> Job:
@@ -71,9 +123,10 @@ def to_job(using: str, row: Sequence[Any]) -> Job:
     from ..models import Job
 
     connection = connections[using]
-    values = []
-    for value, steps in zip(row, _converters(using), strict=True):
+    values = list(row)
+    for index, steps in _converters(using):
+        value = values[index]
         for step, col in steps:
             value = step(value, col, connection)
-        values.append(value)
-    return Job.from_db(using, [name for name, _ in job_fields()], values)
+        values[index] = value
+    return Job.from_db(using, _attnames(), values)

@@ -10,7 +10,6 @@ from functools import cache
 from typing import Any
 
 from django.db import connections
-from django.utils import timezone
 
 from ..conf import setting
 
@@ -68,36 +67,60 @@ NEVER_AUTO_PREPARE = 2**31 - 1
 
 @contextmanager
 def _cursor(using: str) -> Iterator[Any]:
-    """A cursor for watchdog's own statements.
+    """A cursor of the driver itself, on Django's connection, for watchdog's own statements.
 
-    On PostgreSQL (unless ``WATCHDOG['PREPARED_STATEMENTS']`` is off) a server-binding
-    psycopg cursor on Django's connection, so each named statement is prepared once per
-    connection: planning the claim and settle statements costs ~10x their execution.
-    Errors still surface as ``django.db`` exceptions; the transaction is Django's.
+    Django's cursor wrapper costs more than a short statement does (on SQLite it rewrites
+    ``%s`` placeholders with a regular expression on every call); ours are written once,
+    so they are converted once. On PostgreSQL (unless ``WATCHDOG['PREPARED_STATEMENTS']``
+    is off) the psycopg cursor prepares each named statement once per connection: planning
+    the claim and settle statements costs ~10x their execution. Errors still surface as
+    ``django.db`` exceptions, a transaction marked for rollback still refuses them, and the
+    transaction is Django's.
     """
     connection = connections[using]
-    if connection.vendor != "postgresql" or not setting("PREPARED_STATEMENTS"):
+    if connection.vendor == "postgresql" and not setting("PREPARED_STATEMENTS"):
         with connection.cursor() as cursor:
             yield cursor
         return
-    import psycopg
-
     with connection.wrap_database_errors:
         connection.ensure_connection()
         raw = connection.connection
-        if raw.prepare_threshold is None:
-            # Django disables preparing; allow it for statements that ask (ours) only.
-            raw.prepare_threshold = NEVER_AUTO_PREPARE
-        with psycopg.Cursor(raw) as cursor:
-            yield cursor
+        if connection.vendor == "postgresql":
+            import psycopg
+
+            if raw.prepare_threshold is None:
+                # Django disables preparing; allow it for statements that ask (ours) only.
+                raw.prepare_threshold = NEVER_AUTO_PREPARE
+            with psycopg.Cursor(raw) as prepared:
+                yield prepared
+            return
+        plain = raw.cursor()
+        try:
+            yield plain
+        finally:
+            plain.close()
 
 
 def _run(cursor: Any, using: str, sql: str, params: Sequence[Any]) -> None:
     """Execute on ``cursor``; psycopg cursors prepare the statement (once per connection)."""
-    if connections[using].vendor == "postgresql" and isinstance(cursor, _psycopg_cursor_class()):
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        connection.validate_no_broken_transaction()
+        cursor.execute(_qmark(render(using, sql)), params)
+    elif isinstance(cursor, _psycopg_cursor_class()):
+        connection.validate_no_broken_transaction()
         cursor.execute(render(using, sql), params, prepare=True)
     else:
         cursor.execute(render(using, sql), params)
+
+
+@cache
+def _qmark(sql: str) -> str:
+    """``sql`` in sqlite3's placeholder style, as Django's SQLite cursor rewrites it."""
+    return _FORMAT_PLACEHOLDER.sub("?", sql).replace("%%", "%")
+
+
+_FORMAT_PLACEHOLDER = re.compile(r"(?<!%)%s")
 
 
 @cache
@@ -122,54 +145,16 @@ def fetch(using: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, .
         return list(cursor.fetchall())
 
 
-def fetch_each(
-    using: str, statements: Sequence[tuple[str, Sequence[Any]]]
-) -> list[list[tuple[Any, ...]]]:
-    """Run statements in order; the rows of each.
-
-    On PostgreSQL with prepared statements they go out in one psycopg pipeline: one round
-    trip for all (and for the ``BEGIN`` that opens the transaction), though the server
-    still runs each after the one before has finished, with its own snapshot.
-    """
-    connection = connections[using]
-    if connection.vendor != "postgresql" or not setting("PREPARED_STATEMENTS"):
-        return [fetch(using, sql, params) for sql, params in statements]
-    import psycopg
-
-    with _cursor(using) as first, connection.wrap_database_errors:
-        raw = connection.connection
-        cursors = [first, *(psycopg.Cursor(raw) for _ in statements[1:])]
-        try:
-            with raw.pipeline():
-                for cursor, (sql, params) in zip(cursors, statements, strict=True):
-                    _run(cursor, using, sql, params)
-            return [list(cursor.fetchall()) for cursor in cursors]
-        finally:
-            for cursor in cursors[1:]:
-                cursor.close()
-
-
 LOCK_QUEUE = "SELECT 1 FROM watchdog_queue WHERE name = %s FOR UPDATE"
-CREATE_QUEUE = (
-    "INSERT INTO watchdog_queue (name, created_at) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING"
-)
 
 
-def lock_queue(using: str, queue: str, *, create: bool = False) -> None:
+def lock_queue(using: str, queue: str) -> None:
     """Serialise every change to ``queue`` until this transaction ends.
 
     On PostgreSQL this is the queue row's lock; on SQLite the write transaction already
-    excludes every other writer, so only the row's existence matters.
+    excludes every other writer.
     """
-    now = param_datetime(using, timezone.now())
-    if not is_postgres(using):
-        if create:
-            execute(using, CREATE_QUEUE, (queue, now))
-        return
-    if fetch(using, LOCK_QUEUE, (queue,)):
-        return
-    if create:
-        execute(using, CREATE_QUEUE, (queue, now))
+    if is_postgres(using):
         fetch(using, LOCK_QUEUE, (queue,))
 
 
@@ -190,39 +175,13 @@ def lock_queue_of(using: str, job_id: str) -> str | None:
 LOCK_QUEUES_POSTGRES = """
 SELECT name FROM watchdog_queue WHERE name = ANY(%s::text[]) ORDER BY name FOR UPDATE
 """
-#: Create the missing queues and lock the others, in name order, in one statement: a row
-#: this transaction inserted is as good as locked (no one else sees it, and an insert of
-#: the same name waits for us), and ``DO UPDATE`` locks an existing row even if it was
-#: committed after this statement's snapshot (a same-value update, so a HOT one).
-#: ``xmax = 0`` tells the rows inserted here.
-CREATE_OR_LOCK_QUEUES_POSTGRES = """
-INSERT INTO watchdog_queue (name, created_at) SELECT unnest(%s::text[]), %s
-ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-RETURNING name, xmax = 0
-"""
 
 
-def lock_queues(using: str, queues: Sequence[str], *, create: bool = False) -> set[str]:
-    """Lock several queues in name order, so two multi-queue changes cannot deadlock.
-
-    With ``create``, missing queues are created (and so held); returns the names created.
-    """
+def lock_queues(using: str, queues: Sequence[str]) -> None:
+    """Lock several queues in name order, so two multi-queue changes cannot deadlock."""
     names = sorted(set(queues))
-    if not is_postgres(using):
-        for queue in names:
-            lock_queue(using, queue, create=create)
-        return set()
-    if not create:
+    if is_postgres(using):
         fetch(using, LOCK_QUEUES_POSTGRES, (names,))
-        return set()
-    sql, params = create_or_lock_queues(using, names)
-    return {name for name, new in fetch(using, sql, params) if new}
-
-
-def create_or_lock_queues(using: str, queues: Sequence[str]) -> tuple[str, list[Any]]:
-    """PostgreSQL: the statement creating or locking ``queues`` (rows: name, created)."""
-    names = sorted(set(queues))
-    return CREATE_OR_LOCK_QUEUES_POSTGRES, [names, param_datetime(using, timezone.now())]
 
 
 def notify(using: str, lane: str) -> None:

@@ -148,3 +148,41 @@ def test_enqueue_ids_follow_enqueue_order() -> None:
         wd.enqueue(name, queue=f"q-{name}")
     ids = [row(name)["id"] for name in ("a", "b", "c")]
     assert ids == sorted(ids)
+
+
+def _fields(job: Job) -> dict[str, Any]:
+    return {field.attname: getattr(job, field.attname) for field in Job._meta.concrete_fields}
+
+
+def test_the_returned_job_is_the_stored_row_field_for_field() -> None:
+    """enqueue() builds its result from what it wrote: it must read as get_job() does."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    later = timezone.now() + timedelta(hours=1)
+    calls: list[dict[str, Any]] = [
+        {"job_id": "plain", "queue": "fresh"},
+        {"job_id": "second", "queue": "fresh", "priority": 9, "payload": {"b": [1, 2.5], "a": None}},
+        {"job_id": "delayed", "queue": "fresh", "run_after": later, "max_recoveries": 3},
+        {
+            "job_id": "retrying",
+            "queue": "other",
+            "lane": "mail",
+            "retry": wd.RetryPolicy(max_attempts=3),
+            "timeout": 2.5,
+        },
+    ]
+    for call in calls:
+        job = wd.enqueue(**call).job
+        assert _fields(job) == _fields(wd.get_job(job.job_id)), job.job_id
+        assert job._state.adding is False and job._state.db == "default"
+    many = wd.enqueue_many(
+        [
+            {"job_id": "m1", "queue": "fresh"},
+            {"job_id": "m2", "queue": "brand-new", "payload": 7},
+            {"job_id": "m3", "queue": "brand-new", "priority": 1},
+        ]
+    )
+    for result in many:
+        assert _fields(result.job) == _fields(wd.get_job(result.job.job_id)), result.job.job_id
