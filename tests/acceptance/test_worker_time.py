@@ -49,7 +49,14 @@ def test_a_delayed_job_enters_the_order_as_if_enqueued_when_due(spawn_worker, ru
     assert blocker.status == "queued"
     worker = spawn_worker()
     wait_until(lambda: runs.starts("blocker"), message="the blocker to start")
-    wd.enqueue("enqueued-after-due", queue="q", lane="t-record")  # due time has passed by now
+    # The worker gives the delayed job its place when due, while the blocker runs; a job
+    # enqueued after that comes behind it (however fast the worker booted).
+    wait_until(
+        lambda: wd.get_job("early-but-delayed").position is not None,
+        message="the delayed job to enter its queue's order",
+    )
+    assert runs.starts("early-but-delayed") == [], "it waits behind the running blocker"
+    wd.enqueue("enqueued-after-due", queue="q", lane="t-record")
     wait_until(
         lambda: Job.objects.filter(state="settled").count() == 3,
         timeout=20,
