@@ -103,7 +103,7 @@ def django_system() -> dict[str, Any]:
         def singles(tag: str, n: int) -> None:
             for i in range(n):
                 with transaction.atomic():
-                    enqueue(f"{tag}:{i}", i)
+                    enqueue(f"{tag}:{i}", i, ARGS.get("queues", 0))
 
         singles(f"{ARGS['tag']}w", WARM_UP)
         started = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +10,12 @@ from django.core import checks
 
 from .conf import DEFAULTS
 from .store.batches import BATCH_MAX
+
+#: watchdog's statements use RETURNING (SQLite 3.35) and UPDATE ... FROM (3.33).
+SQLITE_MINIMUM = (3, 35, 0)
+#: The SQLite library Python's sqlite3 module is linked against (a module attribute, so a
+#: test can stand in an older one).
+SQLITE_VERSION = sqlite3.sqlite_version_info
 
 POSITIVE_NUMBERS = (
     "POLL_INTERVAL",
@@ -97,11 +104,22 @@ def check_operations(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
 
 
 def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """SQLite needs write transactions that take the lock up front, and a busy timeout."""
+    """SQLite needs a recent enough library, write transactions that take the lock up
+    front, and a busy timeout."""
     warnings: list[checks.CheckMessage] = []
     for alias, database in settings.DATABASES.items():
         if "sqlite3" not in database.get("ENGINE", ""):
             continue
+        if SQLITE_VERSION < SQLITE_MINIMUM:
+            have, need = (".".join(map(str, v)) for v in (SQLITE_VERSION, SQLITE_MINIMUM))
+            warnings.append(
+                checks.Error(
+                    f"DATABASES[{alias!r}] is SQLite {have}; watchdog needs {need} or newer.",
+                    hint="Python's sqlite3 module uses the system's SQLite library; "
+                    "upgrade it, or run on PostgreSQL.",
+                    id="django_watchdog.E012",
+                )
+            )
         options: dict[str, Any] = database.get("OPTIONS") or {}  # type: ignore[assignment]
         if str(options.get("transaction_mode", "")).upper() != "IMMEDIATE":
             warnings.append(

@@ -3,10 +3,11 @@
 The rules are those of ``claims``: each settle is fenced by its claim token, each queue is
 locked before it changes, a claim takes only ready heads (so a batch never holds two jobs of
 one queue), and with ``queue_changed`` receivers every change is announced in this
-transaction. What changes is the number of round trips: on PostgreSQL, with no receivers,
-one statement locks every queue involved, one settles every job and readies each queue's
-next head, and one claims up to ``limit`` ready jobs, for one commit. Everywhere else it is
-the one-job code, run for each job inside the same transaction.
+transaction. What changes is the number of statements: with no receivers, one settles
+every job (on PostgreSQL after one that locks every queue involved), one readies each
+queue's next head (on PostgreSQL in the same statement), and one claims up to ``limit``
+ready jobs, for one commit. With receivers, or a failure to retry, each job takes the
+one-job code, inside the same transaction.
 """
 
 from __future__ import annotations
@@ -90,6 +91,39 @@ marked AS (
 SELECT * FROM settled
 """
 
+#: SQLite (one writer: every read is current, nothing to lock).
+SETTLE_MANY_SQLITE = """
+WITH input(job_id, token, outcome, reason, result, traceback) AS (VALUES {values})
+UPDATE watchdog_job AS j SET
+    state = 'settled',
+    outcome = CASE WHEN j.cancellation_id IS NULL THEN input.outcome ELSE 'cancelled' END,
+    failure_reason = CASE WHEN j.cancellation_id IS NULL THEN input.reason END,
+    result = input.result,
+    traceback = input.traceback,
+    settled_at = <NOW>
+  FROM input
+ WHERE j.job_id = input.job_id AND j.state = 'running' AND j.claim_token = input.token
+RETURNING <COLUMNS>
+"""
+#: The next head of each given queue becomes ready, unless a job of the queue still runs:
+#: its job waiting to retry, else its best queued job (heads.HEAD without the running rank).
+READY_NEXT_HEADS_SQLITE = """
+UPDATE watchdog_job SET ready = TRUE
+ WHERE ready = <FALSE> AND id IN (
+    SELECT COALESCE(
+               (SELECT r.id FROM watchdog_job r
+                 WHERE r.queue = q.name AND r.state = 'queued' AND r.retry_at IS NOT NULL
+                 LIMIT 1),
+               (SELECT b.id FROM watchdog_job b
+                 WHERE b.queue = q.name AND b.state = 'queued' AND b.delayed = <FALSE>
+                 ORDER BY b.priority DESC, b.position ASC
+                 LIMIT 1))
+      FROM watchdog_queue q
+     WHERE q.name IN ({queues})
+       AND NOT EXISTS (SELECT 1 FROM watchdog_job x
+                        WHERE x.queue = q.name AND x.state = 'running'))
+"""
+
 
 def settle_and_claim(
     using: str,
@@ -124,54 +158,56 @@ def settle_many(
     """Settle each job for the holder of its claim token, inside the caller's transaction."""
     if not settlements:
         return []
-    job_ids = [s.job_id for s in settlements]
     if vendor.is_postgres(using):
-        vendor.fetch(using, LOCK_QUEUES_OF_JOBS, (job_ids,))
-        if not heads.listening() and all(s.decision.retry_at is None for s in settlements):
-            return _settle_many_postgres(using, settlements, quiet_lanes)
-    return [
-        claims.settle_in_transaction(
-            using, s.job_id, s.claim_token, s.decision, quiet_lanes=quiet_lanes
+        vendor.fetch(using, LOCK_QUEUES_OF_JOBS, ([s.job_id for s in settlements],))
+    if heads.listening() or any(s.decision.retry_at is not None for s in settlements):
+        return [
+            claims.settle_in_transaction(
+                using, s.job_id, s.claim_token, s.decision, quiet_lanes=quiet_lanes
+            )
+            for s in settlements
+        ]
+    values = [_settle_values(using, s) for s in settlements]
+    if vendor.is_postgres(using):
+        from ..conf import setting
+
+        by_column = [list(column) for column in zip(*values, strict=True)]
+        params = (*by_column, by_column[0], list(quiet_lanes), setting("NOTIFY_CHANNEL"))
+        found = vendor.fetch(using, SETTLE_MANY_POSTGRES, params)
+    else:
+        rows_sql = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(values))
+        found = vendor.fetch(
+            using, SETTLE_MANY_SQLITE.format(values=rows_sql), [v for row in values for v in row]
         )
-        for s in settlements
-    ]
-
-
-def _settle_many_postgres(
-    using: str, settlements: Sequence[Settlement], quiet_lanes: Sequence[str]
-) -> list[SettleResult]:
-    from ..conf import setting
-
-    columns: list[list[Any]] = [[], [], [], [], [], []]
-    for s in settlements:
-        decision = s.decision
-        reason = decision.failure_reason if decision.outcome == Outcome.FAILED else None
-        if decision.outcome == Outcome.FAILED and not reason:
-            reason = "Failed without a reason"
-        values = (
-            s.job_id,
-            s.claim_token,
-            decision.outcome.value,
-            reason,
-            vendor.param_json(using, decision.result),
-            decision.traceback,
-        )
-        for column, value in zip(columns, values, strict=True):
-            column.append(value)
-    job_ids = columns[0]
-    params = (*columns, job_ids, list(quiet_lanes), setting("NOTIFY_CHANNEL"))
-    found = {}
-    for row in vendor.fetch(using, SETTLE_MANY_POSTGRES, params):
-        job = rows.to_job(using, row)
-        found[job.job_id] = job
+        queues = sorted({row[rows.column_index("queue")] for row in found})
+        if queues:
+            sql = READY_NEXT_HEADS_SQLITE.format(queues=", ".join(["%s"] * len(queues)))
+            vendor.execute(using, sql, queues)
+    settled = {job.job_id: job for job in (rows.to_job(using, row) for row in found)}
     results = []
     for s in settlements:
-        settled = found.get(s.job_id)
-        if settled is None or settled.claim_token != s.claim_token:
+        job = settled.get(s.job_id)
+        if job is None or job.claim_token != s.claim_token:
             results.append(claims.unchanged(using, s.job_id, s.claim_token, s.decision))
         else:
-            results.append(SettleResult(status="settled", job=settled))
+            results.append(SettleResult(status="settled", job=job))
     return results
+
+
+def _settle_values(using: str, s: Settlement) -> tuple[Any, ...]:
+    """(job id, token, outcome, reason, result, traceback) of one settlement."""
+    decision = s.decision
+    reason = decision.failure_reason if decision.outcome == Outcome.FAILED else None
+    if decision.outcome == Outcome.FAILED and not reason:
+        reason = "Failed without a reason"
+    return (
+        s.job_id,
+        s.claim_token,
+        decision.outcome.value,
+        reason,
+        vendor.param_json(using, decision.result),
+        decision.traceback,
+    )
 
 
 def claim_many(
@@ -185,12 +221,4 @@ def claim_many(
     """
     if limit <= 0:
         return []
-    if vendor.is_postgres(using):
-        return claims.claim_ready_postgres(using, partition, limit, worker_id)
-    taken: list[ClaimResult | WatchdogError] = []
-    while len(taken) < limit:
-        result = claims.claim_in_transaction(using, partition, worker_id)
-        if result is None:
-            break
-        taken.append(result)
-    return taken
+    return claims.claim_ready(using, partition, limit, worker_id)

@@ -66,25 +66,29 @@ UPDATE watchdog_job AS job SET
  WHERE job.id = numbered.id AND job.ready = <TRUE> AND job.state = 'queued'
 RETURNING <job.COLUMNS>
 """
+#: SQLite: the same in one statement (the write transaction already excludes other
+#: claimers, so no lock is needed). The best ready rows are picked through the claim index
+#: and numbered after the ``LIMIT``.
+CLAIM_SQLITE = f"""
+UPDATE watchdog_job AS taken SET
+    state = CASE WHEN picked.cancelled THEN 'settled' ELSE 'running' END,
+    outcome = CASE WHEN picked.cancelled THEN 'cancelled' END,
+    ready = FALSE,
+    claim_token = CASE WHEN picked.cancelled THEN NULL ELSE %s || '.' || picked.n END,
+    claimed_by = CASE WHEN picked.cancelled THEN NULL ELSE %s END,
+    started_at = CASE WHEN picked.cancelled THEN taken.started_at ELSE <NOW> END,
+    settled_at = CASE WHEN picked.cancelled THEN <NOW> END,
+    attempts = CASE WHEN picked.cancelled THEN taken.attempts ELSE taken.attempts + 1 END,
+    retry_at = NULL
+  FROM (SELECT id, cancelled, row_number() OVER () AS n FROM (
+            SELECT j.id, j.cancellation_id IS NOT NULL AS cancelled FROM watchdog_job j
+             WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE}
+             ORDER BY j.priority DESC, j.position ASC
+             LIMIT %s)) AS picked
+ WHERE taken.id = picked.id AND taken.state = 'queued'
+RETURNING <COLUMNS>
+"""
 ANY_READY = f"SELECT 1 FROM watchdog_job j WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} LIMIT 1"
-SELECT_READY_SQLITE = f"""
-SELECT j.id, j.cancellation_id IS NOT NULL FROM watchdog_job j
- WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE}
- ORDER BY j.priority DESC, j.position ASC
- LIMIT 1
-"""
-RUN_SQLITE = """
-UPDATE watchdog_job SET state = 'running', ready = FALSE, claim_token = %s, claimed_by = %s,
-       started_at = <NOW>, attempts = attempts + 1, retry_at = NULL
- WHERE id = %s AND ready = <TRUE> AND state = 'queued'
-RETURNING <COLUMNS>
-"""
-SETTLE_CANCELLED_SQLITE = """
-UPDATE watchdog_job SET state = 'settled', outcome = 'cancelled', ready = FALSE,
-       settled_at = <NOW>, retry_at = NULL
- WHERE id = %s AND ready = <TRUE> AND state = 'queued'
-RETURNING <COLUMNS>
-"""
 SETTLE = """
 UPDATE watchdog_job SET
     state = 'settled',
@@ -161,46 +165,32 @@ def claim_statement(
     worker_id: str | None = None,
     limit: int = 1,
 ) -> tuple[str, list[Any]]:
-    """The statement that picks (PostgreSQL: and takes) the best ready jobs, with its params.
+    """The statement that takes up to ``limit`` of the best ready jobs, with its params.
 
-    On PostgreSQL it takes up to ``limit`` jobs; each claim token is ``token`` plus the
-    job's rank in the batch. The index test EXPLAINs exactly this, so a refactor cannot
-    silently make claims scan.
+    Each claim token is ``token`` plus the job's rank in the claim. The index test
+    EXPLAINs exactly this, so a refactor cannot silently make claims scan.
     """
     predicate, params = _lanes(partition)
     at = vendor.param_datetime(using, timezone.now())
     if vendor.is_postgres(using):
         sql = vendor.render(using, CLAIM_POSTGRES.format(lanes=predicate))
         return sql, [*params, at, limit, token, worker_id]
-    return vendor.render(using, SELECT_READY_SQLITE.format(lanes=predicate)), [*params, at]
+    sql = vendor.render(using, CLAIM_SQLITE.format(lanes=predicate))
+    return sql, [token, worker_id, *params, at, limit]
 
 
 def claim_in_transaction(
     using: str, partition: Partition, worker_id: str | None
 ) -> ClaimResult | WatchdogError | None:
     """One claim inside the caller's transaction; ``None`` when no ready job was taken."""
-    if vendor.is_postgres(using):
-        taken = claim_ready_postgres(using, partition, 1, worker_id)
-        return taken[0] if taken else None
-    token = new_claim_token()
-    sql, params = claim_statement(using, partition, token=token, worker_id=worker_id)
-    candidate = vendor.fetch(using, sql, params)
-    if not candidate:
-        return None
-    pk, cancelled = candidate[0]
-    if cancelled:
-        found = vendor.fetch(using, SETTLE_CANCELLED_SQLITE, (pk,))
-    else:
-        found = vendor.fetch(using, RUN_SQLITE, (token, worker_id, pk))
-    if not found:
-        return None
-    return _taken(using, found[0])
+    taken = claim_ready(using, partition, 1, worker_id)
+    return taken[0] if taken else None
 
 
-def claim_ready_postgres(
+def claim_ready(
     using: str, partition: Partition, limit: int, worker_id: str | None
 ) -> list[ClaimResult | WatchdogError]:
-    """Take up to ``limit`` ready jobs in one statement, best first (PostgreSQL)."""
+    """Take up to ``limit`` ready jobs in one statement, best first."""
     sql, params = claim_statement(
         using, partition, token=new_claim_token(), worker_id=worker_id, limit=limit
     )

@@ -105,9 +105,13 @@ def _assert_no_scan_of_the_job_table(plan: str) -> None:
     else:
         # "SCAN j USING INDEX ..." walks the partial index (ready rows only): fine.
         # A bare "SCAN j" (or one using another index) would visit every job.
+        # The claimed rows are then updated by rowid ("taken" is the updated table).
         for line in plan.splitlines():
             if line.startswith("SCAN j") or line.startswith("SEARCH j"):
                 assert "watchdog_job_claim" in line, plan
+            if line.startswith(("SCAN taken", "SEARCH taken")):
+                assert "INTEGER PRIMARY KEY" in line, plan
+        assert any(line.startswith("SEARCH taken") for line in plan.splitlines()), plan
 
 
 @pytest.mark.usefixtures("realistic_table")

@@ -163,7 +163,12 @@ def test_the_returned_job_is_the_stored_row_field_for_field() -> None:
     later = timezone.now() + timedelta(hours=1)
     calls: list[dict[str, Any]] = [
         {"job_id": "plain", "queue": "fresh"},
-        {"job_id": "second", "queue": "fresh", "priority": 9, "payload": {"b": [1, 2.5], "a": None}},
+        {
+            "job_id": "second",
+            "queue": "fresh",
+            "priority": 9,
+            "payload": {"b": [1, 2.5], "a": None},
+        },
         {"job_id": "delayed", "queue": "fresh", "run_after": later, "max_recoveries": 3},
         {
             "job_id": "retrying",

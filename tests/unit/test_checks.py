@@ -3,6 +3,7 @@
 import pytest
 from django.test import override_settings
 
+from django_watchdog import checks
 from django_watchdog.checks import check_settings
 
 
@@ -41,3 +42,36 @@ def test_a_bad_value_is_reported_by_id(watchdog, expected):
 
 def test_good_batches_pass():
     assert ids({"BATCH": 1}) == ids({"BATCH": 500}) == []
+
+
+SQLITE = {
+    "ENGINE": "django.db.backends.sqlite3",
+    "NAME": "x.sqlite3",
+    "OPTIONS": {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL;",
+    },
+}
+
+
+# The check only reads DATABASES; no connection is opened under the override.
+only_reads_databases = pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+
+
+@only_reads_databases
+@pytest.mark.parametrize(
+    ("version", "expected"), [((3, 34, 1), ["django_watchdog.E012"]), ((3, 35, 0), [])]
+)
+def test_an_old_sqlite_library_is_an_error(monkeypatch, version, expected):
+    monkeypatch.setattr(checks, "SQLITE_VERSION", version)
+    with override_settings(DATABASES={"default": SQLITE}):
+        assert [message.id for message in checks.check_sqlite()] == expected
+
+
+@only_reads_databases
+def test_the_sqlite_version_does_not_matter_without_sqlite(monkeypatch):
+    monkeypatch.setattr(checks, "SQLITE_VERSION", (3, 20, 0))
+    postgres = {"ENGINE": "django.db.backends.postgresql", "NAME": "x"}
+    with override_settings(DATABASES={"default": postgres}):
+        assert checks.check_sqlite() == []
