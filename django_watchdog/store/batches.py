@@ -37,25 +37,29 @@ class Settlement:
     decision: Decision
 
 
-LOCK_QUEUES_OF_JOBS = """
-SELECT q.name FROM watchdog_queue q
- WHERE q.name IN (SELECT j.queue FROM watchdog_job j WHERE j.job_id = ANY(%s::text[]))
- ORDER BY q.name
-   FOR UPDATE OF q
-"""
-SETTLE_MANY_POSTGRES = """
-WITH input AS (
-    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::jsonb[], %s::text[])
-        AS i(job_id, token, outcome, reason, result, traceback)
-),
-settled AS (
-    UPDATE watchdog_job AS j SET
+#: What settling writes to each running job ``j`` from its ``i`` (decision) row; a recorded
+#: cancellation wins over the handler's outcome.
+SETTLE_SET = """
         state = 'settled',
         outcome = CASE WHEN j.cancellation_id IS NULL THEN i.outcome ELSE 'cancelled' END,
         failure_reason = CASE WHEN j.cancellation_id IS NULL THEN i.reason END,
         result = i.result,
         traceback = i.traceback,
         settled_at = <NOW>
+"""
+LOCK_QUEUES_OF_JOBS = """
+SELECT q.name FROM watchdog_queue q
+ WHERE q.name IN (SELECT j.queue FROM watchdog_job j WHERE j.job_id = ANY(%s::text[]))
+ ORDER BY q.name
+   FOR UPDATE OF q
+"""
+SETTLE_MANY_POSTGRES = f"""
+WITH input AS (
+    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::jsonb[], %s::text[])
+        AS i(job_id, token, outcome, reason, result, traceback)
+),
+settled AS (
+    UPDATE watchdog_job AS j SET {SETTLE_SET}
       FROM input i
      WHERE j.job_id = i.job_id AND j.state = 'running' AND j.claim_token = i.token
     RETURNING <j.COLUMNS>
@@ -92,34 +96,21 @@ SELECT * FROM settled
 """
 
 #: SQLite (one writer: every read is current, nothing to lock).
-SETTLE_MANY_SQLITE = """
-WITH input(job_id, token, outcome, reason, result, traceback) AS (VALUES {values})
-UPDATE watchdog_job AS j SET
-    state = 'settled',
-    outcome = CASE WHEN j.cancellation_id IS NULL THEN input.outcome ELSE 'cancelled' END,
-    failure_reason = CASE WHEN j.cancellation_id IS NULL THEN input.reason END,
-    result = input.result,
-    traceback = input.traceback,
-    settled_at = <NOW>
-  FROM input
- WHERE j.job_id = input.job_id AND j.state = 'running' AND j.claim_token = input.token
+SETTLE_MANY_SQLITE = f"""
+WITH i(job_id, token, outcome, reason, result, traceback) AS (VALUES {{values}})
+UPDATE watchdog_job AS j SET {SETTLE_SET}
+  FROM i
+ WHERE j.job_id = i.job_id AND j.state = 'running' AND j.claim_token = i.token
 RETURNING <COLUMNS>
 """
 #: The next head of each given queue becomes ready, unless a job of the queue still runs:
 #: its job waiting to retry, else its best queued job (heads.HEAD without the running rank).
-READY_NEXT_HEADS_SQLITE = """
+READY_NEXT_HEADS_SQLITE = f"""
 UPDATE watchdog_job SET ready = TRUE
  WHERE ready = <FALSE> AND id IN (
-    SELECT COALESCE(
-               (SELECT r.id FROM watchdog_job r
-                 WHERE r.queue = q.name AND r.state = 'queued' AND r.retry_at IS NOT NULL
-                 LIMIT 1),
-               (SELECT b.id FROM watchdog_job b
-                 WHERE b.queue = q.name AND b.state = 'queued' AND b.delayed = <FALSE>
-                 ORDER BY b.priority DESC, b.position ASC
-                 LIMIT 1))
+    SELECT {heads.NEXT_HEAD.format(queue="q.name")}
       FROM watchdog_queue q
-     WHERE q.name IN ({queues})
+     WHERE q.name IN ({{queues}})
        AND NOT EXISTS (SELECT 1 FROM watchdog_job x
                         WHERE x.queue = q.name AND x.state = 'running'))
 """

@@ -41,6 +41,19 @@ class Partition:
 
 DUE = "(j.retry_at IS NULL OR j.retry_at <= %s OR j.cancellation_id IS NOT NULL)"
 
+#: What a claim writes to each ``taken`` row it ``picked`` (``n``: its rank in the claim): a
+#: cancelled job settles ``cancelled`` unrun, any other runs under a fresh token.
+CLAIM_SET = """
+    state = CASE WHEN picked.cancelled THEN 'settled' ELSE 'running' END,
+    outcome = CASE WHEN picked.cancelled THEN 'cancelled' END,
+    ready = FALSE,
+    claim_token = CASE WHEN picked.cancelled THEN NULL ELSE %s || '.' || picked.n END,
+    claimed_by = CASE WHEN picked.cancelled THEN NULL ELSE %s END,
+    started_at = CASE WHEN picked.cancelled THEN taken.started_at ELSE <NOW> END,
+    settled_at = CASE WHEN picked.cancelled THEN <NOW> END,
+    attempts = CASE WHEN picked.cancelled THEN taken.attempts ELSE taken.attempts + 1 END,
+    retry_at = NULL
+"""
 CLAIM_POSTGRES = f"""
 WITH candidate AS (
     SELECT j.id, j.cancellation_id IS NOT NULL AS cancelled
@@ -51,35 +64,17 @@ WITH candidate AS (
      LIMIT %s
        FOR UPDATE OF q SKIP LOCKED
 ),
-numbered AS (SELECT id, cancelled, row_number() OVER () AS n FROM candidate)
-UPDATE watchdog_job AS job SET
-    state = CASE WHEN numbered.cancelled THEN 'settled' ELSE 'running' END,
-    outcome = CASE WHEN numbered.cancelled THEN 'cancelled' END,
-    ready = FALSE,
-    claim_token = CASE WHEN numbered.cancelled THEN NULL ELSE %s || '.' || numbered.n END,
-    claimed_by = CASE WHEN numbered.cancelled THEN NULL ELSE %s END,
-    started_at = CASE WHEN numbered.cancelled THEN job.started_at ELSE <NOW> END,
-    settled_at = CASE WHEN numbered.cancelled THEN <NOW> END,
-    attempts = CASE WHEN numbered.cancelled THEN job.attempts ELSE job.attempts + 1 END,
-    retry_at = NULL
-  FROM numbered
- WHERE job.id = numbered.id AND job.ready = <TRUE> AND job.state = 'queued'
-RETURNING <job.COLUMNS>
+picked AS (SELECT id, cancelled, row_number() OVER () AS n FROM candidate)
+UPDATE watchdog_job AS taken SET {CLAIM_SET}
+  FROM picked
+ WHERE taken.id = picked.id AND taken.ready = <TRUE> AND taken.state = 'queued'
+RETURNING <taken.COLUMNS>
 """
 #: SQLite: the same in one statement (the write transaction already excludes other
 #: claimers, so no lock is needed). The best ready rows are picked through the claim index
 #: and numbered after the ``LIMIT``.
 CLAIM_SQLITE = f"""
-UPDATE watchdog_job AS taken SET
-    state = CASE WHEN picked.cancelled THEN 'settled' ELSE 'running' END,
-    outcome = CASE WHEN picked.cancelled THEN 'cancelled' END,
-    ready = FALSE,
-    claim_token = CASE WHEN picked.cancelled THEN NULL ELSE %s || '.' || picked.n END,
-    claimed_by = CASE WHEN picked.cancelled THEN NULL ELSE %s END,
-    started_at = CASE WHEN picked.cancelled THEN taken.started_at ELSE <NOW> END,
-    settled_at = CASE WHEN picked.cancelled THEN <NOW> END,
-    attempts = CASE WHEN picked.cancelled THEN taken.attempts ELSE taken.attempts + 1 END,
-    retry_at = NULL
+UPDATE watchdog_job AS taken SET {CLAIM_SET}
   FROM (SELECT id, cancelled, row_number() OVER () AS n FROM (
             SELECT j.id, j.cancellation_id IS NOT NULL AS cancelled FROM watchdog_job j
              WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE}

@@ -230,20 +230,13 @@ RETURNING id, job_id, enqueued_at, ready
 INSERT_ROW_SQLITE = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 #: The ``ready`` flag of every current head and every new job of the given queues, from the
 #: queue's head (heads.HEAD): the running job, else a job waiting to retry, else the best.
-REFRESH_HEADS_SQLITE = """
+REFRESH_HEADS_SQLITE = f"""
 UPDATE watchdog_job AS w SET ready = CASE WHEN w.id = (
     SELECT CASE WHEN EXISTS (SELECT 1 FROM watchdog_job r
                               WHERE r.queue = w.queue AND r.state = 'running') THEN NULL
-           ELSE COALESCE(
-               (SELECT r.id FROM watchdog_job r
-                 WHERE r.queue = w.queue AND r.state = 'queued' AND r.retry_at IS NOT NULL
-                 LIMIT 1),
-               (SELECT b.id FROM watchdog_job b
-                 WHERE b.queue = w.queue AND b.state = 'queued' AND b.delayed = <FALSE>
-                 ORDER BY b.priority DESC, b.position ASC
-                 LIMIT 1))
+           ELSE {heads.NEXT_HEAD.format(queue="w.queue")}
            END) THEN 1 ELSE 0 END
- WHERE w.queue IN ({queues}) AND w.state = 'queued' AND w.cancellation_id IS NULL
+ WHERE w.queue IN ({{queues}}) AND w.state = 'queued' AND w.cancellation_id IS NULL
    AND (w.ready = <TRUE> OR w.id >= %s)
 RETURNING id, ready
 """

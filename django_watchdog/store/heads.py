@@ -37,6 +37,17 @@ SELECT rank, id, job_id, cancellation_id, ready, lane FROM (
 ORDER BY rank
 LIMIT 1
 """
+#: The id of ``{queue}``'s head if nothing of it runs (a SQL expression, for statements
+#: that settle several queues' heads at once): its job waiting to retry, else its best
+#: queued job. ``{queue}`` is the column or parameter naming the queue.
+NEXT_HEAD = """COALESCE(
+               (SELECT r.id FROM watchdog_job r
+                 WHERE r.queue = {queue} AND r.state = 'queued' AND r.retry_at IS NOT NULL
+                 LIMIT 1),
+               (SELECT b.id FROM watchdog_job b
+                 WHERE b.queue = {queue} AND b.state = 'queued' AND b.delayed = <FALSE>
+                 ORDER BY b.priority DESC, b.position ASC
+                 LIMIT 1))"""
 #: PostgreSQL: the head, its ready flag and the displaced head's, in one round trip.
 #: ``{head}`` is HEAD; ``{only_if}`` lets the settle statement make it conditional.
 REFRESH_POSTGRES = """
