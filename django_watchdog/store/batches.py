@@ -166,10 +166,13 @@ def settle_many(
         params = (*by_column, by_column[0], list(quiet_lanes), setting("NOTIFY_CHANNEL"))
         found = vendor.fetch(using, SETTLE_MANY_POSTGRES, params)
     else:
-        rows_sql = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(values))
-        found = vendor.fetch(
-            using, SETTLE_MANY_SQLITE.format(values=rows_sql), [v for row in values for v in row]
-        )
+        step = vendor.rows_per_statement(using, 6, BATCH_MAX)
+        found = []
+        for start in range(0, len(values), step):
+            chunk = values[start : start + step]
+            rows_sql = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
+            sql = SETTLE_MANY_SQLITE.format(values=rows_sql)
+            found += vendor.fetch(using, sql, [v for row in chunk for v in row])
         queues = sorted({row[rows.column_index("queue")] for row in found})
         if queues:
             sql = READY_NEXT_HEADS_SQLITE.format(queues=", ".join(["%s"] * len(queues)))

@@ -240,7 +240,7 @@ UPDATE watchdog_job AS w SET ready = CASE WHEN w.id = (
    AND (w.ready = <TRUE> OR w.id >= %s)
 RETURNING id, ready
 """
-SQLITE_ROWS_PER_STATEMENT = 500
+SQLITE_ROWS_PER_STATEMENT = 2000
 
 
 def enqueue(using: str, new: NewJob) -> EnqueueResult:
@@ -335,8 +335,10 @@ def _by_column(per_job: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
 def _insert_sqlite(
     using: str, batch: Sequence[NewJob], delays: Sequence[bool], now: datetime
 ) -> tuple[list[Job | None], set[str]]:
-    """``_insert_postgres`` for SQLite, in multi-row statements of up to 500 rows."""
-    step = SQLITE_ROWS_PER_STATEMENT
+    """``_insert_postgres`` for SQLite, in multi-row statements of up to 2,000 rows."""
+    step = vendor.rows_per_statement(
+        using, INSERT_ROW_SQLITE.count("%s"), SQLITE_ROWS_PER_STATEMENT
+    )
     queues = sorted({new.queue for new in batch})
     stamp = vendor.param_datetime(using, now)
     created: set[str] = set()

@@ -190,6 +190,17 @@ def notify(using: str, lane: str) -> None:
         fetch(using, "SELECT pg_notify(%s, %s)", (setting("NOTIFY_CHANNEL"), lane))
 
 
+def rows_per_statement(using: str, params_per_row: int, most: int) -> int:
+    """SQLite: how many rows of ``params_per_row`` parameters one statement may bind, up to
+    ``most`` (the library's limit is a build option: 32,766 by default, 999 before 3.32)."""
+    import sqlite3
+
+    connection = connections[using]
+    connection.ensure_connection()
+    limit = int(connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+    return max(1, min(most, limit // params_per_row))
+
+
 def lane_predicate(
     column: str, lanes: Sequence[str], exclude_lanes: Sequence[str]
 ) -> tuple[str, list[str]]:

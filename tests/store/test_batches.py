@@ -169,3 +169,27 @@ def test_concurrent_batch_claimers_never_share_a_job_or_a_queue() -> None:
     assert len(seen) == len(set(seen)) == queues * per_queue, "every job exactly once"
     assert Job.objects.filter(outcome="completed").count() == queues * per_queue
     assert_serial_in_order(f"q{queue}" for queue in range(queues))
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's bound-parameter limit")
+def test_sqlite_statements_fit_the_librarys_parameter_limit() -> None:
+    """The limit is a build option (999 before SQLite 3.32): statements are cut to fit it."""
+    import sqlite3
+
+    connection.ensure_connection()
+    raw = connection.connection
+    before = raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 100)
+    try:
+        results = wd.enqueue_many([{"job_id": f"j{i}", "queue": f"q{i % 40}"} for i in range(120)])
+        assert [r.status for r in results] == ["queued"] * 120
+        more = wd.enqueue_many([{"job_id": f"k{i}", "queue": f"q{i}"} for i in range(40)])
+        assert all(r.status == "queued" and not r.job.ready for r in more), "queues existed"
+        assert Job.objects.filter(ready=True).count() == 40
+        claimed = take(40)
+        assert len(claimed) == 40
+        settlements = [Settlement(c.job.job_id, c.claim_token, DONE) for c in claimed if c.job]
+        settled, _ = batches.settle_and_claim("default", settlements)
+        assert [s.status for s in settled] == ["settled"] * 40
+        assert Job.objects.filter(ready=True).count() == 40, "each queue's next head"
+    finally:
+        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, before)
