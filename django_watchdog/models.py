@@ -232,15 +232,7 @@ class Job(models.Model):
     @classmethod
     def from_db(cls, db: str | None, field_names: Any, values: Any, **kwargs: Any) -> Job:
         """Refuse a row that breaks the grammar no constraint can hold (edited by hand)."""
-        job = super().from_db(db, field_names, values, **kwargs)
-        problem = _row_problem(job.__dict__)
-        if problem is not None:
-            raise WatchdogError(
-                f"job row does not decode: {problem}",
-                kind="store_unavailable",
-                job_id=str(job.__dict__.get("job_id")),
-            )
-        return job
+        return check_decodes(super().from_db(db, field_names, values, **kwargs))
 
     @property
     def duration(self) -> float | None:
@@ -248,6 +240,19 @@ class Job(models.Model):
         if self.started_at is None or self.settled_at is None:
             return None
         return (self.settled_at - self.started_at).total_seconds()
+
+
+def check_decodes(job: Job) -> Job:
+    """``job``, unless its row breaks the grammar no constraint can hold (edited by hand):
+    then ``WatchdogError(kind="store_unavailable")`` for that job."""
+    problem = _row_problem(job.__dict__)
+    if problem is not None:
+        raise WatchdogError(
+            f"job row does not decode: {problem}",
+            kind="store_unavailable",
+            job_id=str(job.__dict__.get("job_id")),
+        )
+    return job
 
 
 def _row_problem(loaded: dict[str, Any]) -> str | None:

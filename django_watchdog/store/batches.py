@@ -97,7 +97,7 @@ SELECT * FROM settled
 
 #: SQLite (one writer: every read is current, nothing to lock).
 SETTLE_MANY_SQLITE = f"""
-WITH i(job_id, token, outcome, reason, result, traceback) AS (VALUES {{values}})
+WITH i(job_id, token, outcome, reason, result, traceback) AS (VALUES {{rows}})
 UPDATE watchdog_job AS j SET {SETTLE_SET}
   FROM i
  WHERE j.job_id = i.job_id AND j.state = 'running' AND j.claim_token = i.token
@@ -110,7 +110,7 @@ UPDATE watchdog_job SET ready = TRUE
  WHERE ready = <FALSE> AND id IN (
     SELECT {heads.NEXT_HEAD.format(queue="q.name")}
       FROM watchdog_queue q
-     WHERE q.name IN ({{queues}})
+     WHERE q.name IN ({{rows}})
        AND NOT EXISTS (SELECT 1 FROM watchdog_job x
                         WHERE x.queue = q.name AND x.state = 'running'))
 """
@@ -166,17 +166,9 @@ def settle_many(
         params = (*by_column, by_column[0], list(quiet_lanes), setting("NOTIFY_CHANNEL"))
         found = vendor.fetch(using, SETTLE_MANY_POSTGRES, params)
     else:
-        step = vendor.rows_per_statement(using, 6, BATCH_MAX)
-        found = []
-        for start in range(0, len(values), step):
-            chunk = values[start : start + step]
-            rows_sql = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
-            sql = SETTLE_MANY_SQLITE.format(values=rows_sql)
-            found += vendor.fetch(using, sql, [v for row in chunk for v in row])
+        found = vendor.fetch_rows(using, SETTLE_MANY_SQLITE, "(%s, %s, %s, %s, %s, %s)", values)
         queues = sorted({row[rows.column_index("queue")] for row in found})
-        if queues:
-            sql = READY_NEXT_HEADS_SQLITE.format(queues=", ".join(["%s"] * len(queues)))
-            vendor.execute(using, sql, queues)
+        vendor.fetch_rows(using, READY_NEXT_HEADS_SQLITE, "%s", [(q,) for q in queues])
     settled = {job.job_id: job for job in (rows.to_job(using, row) for row in found)}
     results = []
     for s in settlements:

@@ -205,25 +205,25 @@ SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
 #: SQLite (one writer at a time, so every read is current). ``RETURNING`` yields only the
 #: rows inserted, so the queues created here.
 CREATE_QUEUES_SQLITE = (
-    "INSERT INTO watchdog_queue (name, created_at) VALUES {values}"
+    "INSERT INTO watchdog_queue (name, created_at) VALUES {rows}"
     " ON CONFLICT (name) DO NOTHING RETURNING name"
 )
-#: Ids follow the last one AUTOINCREMENT gave (read in the statement), so a position is
-#: its job's id as on PostgreSQL. ``ready`` comes decided for the jobs of queues created
-#: by this call; ``REFRESH_HEADS_SQLITE`` settles the others. (``WHERE TRUE`` parses the
-#: upsert clause as such after a ``SELECT``.)
+#: Ids follow the last one AUTOINCREMENT gave (read in the statement), in the order of the
+#: rows' first column, so a position is its job's id as on PostgreSQL. ``ready`` comes
+#: decided for the jobs of queues created by this call; ``REFRESH_HEADS_SQLITE`` settles
+#: the others. (``WHERE TRUE`` parses the upsert clause as such after a ``SELECT``.)
 INSERT_ROWS_SQLITE = """
 INSERT INTO watchdog_job
     (id, position, job_id, queue, lane, priority, payload, max_recoveries, delayed, run_after,
      retry_policy, timeout, ready, state, recovery_count, attempts, enqueued_at)
-SELECT last.id + v.column1, CASE WHEN v.column8 THEN NULL ELSE last.id + v.column1 END,
+SELECT last.id + v.n, CASE WHEN v.column8 THEN NULL ELSE last.id + v.n END,
        v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8,
        v.column9, v.column10, v.column11, v.column12, 'queued', 0, 0, <NOW>
-  FROM (VALUES {values}) AS v,
+  FROM (SELECT row_number() OVER (ORDER BY column1) AS n, * FROM (VALUES {rows})) AS v,
        (SELECT COALESCE(MAX(seq), 0) AS id FROM sqlite_sequence
          WHERE name = 'watchdog_job') AS last
  WHERE TRUE
- ORDER BY v.column1
+ ORDER BY v.n
 ON CONFLICT (job_id) DO NOTHING
 RETURNING id, job_id, enqueued_at, ready
 """
@@ -236,11 +236,10 @@ UPDATE watchdog_job AS w SET ready = CASE WHEN w.id = (
                               WHERE r.queue = w.queue AND r.state = 'running') THEN NULL
            ELSE {heads.NEXT_HEAD.format(queue="w.queue")}
            END) THEN 1 ELSE 0 END
- WHERE w.queue IN ({{queues}}) AND w.state = 'queued' AND w.cancellation_id IS NULL
+ WHERE w.queue IN ({{rows}}) AND w.state = 'queued' AND w.cancellation_id IS NULL
    AND (w.ready = <TRUE> OR w.id >= %s)
 RETURNING id, ready
 """
-SQLITE_ROWS_PER_STATEMENT = 2000
 
 
 def enqueue(using: str, new: NewJob) -> EnqueueResult:
@@ -335,36 +334,28 @@ def _by_column(per_job: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
 def _insert_sqlite(
     using: str, batch: Sequence[NewJob], delays: Sequence[bool], now: datetime
 ) -> tuple[list[Job | None], set[str]]:
-    """``_insert_postgres`` for SQLite, in multi-row statements of up to 2,000 rows."""
-    step = vendor.rows_per_statement(
-        using, INSERT_ROW_SQLITE.count("%s"), SQLITE_ROWS_PER_STATEMENT
-    )
+    """``_insert_postgres`` for SQLite, in multi-row statements."""
     queues = sorted({new.queue for new in batch})
     stamp = vendor.param_datetime(using, now)
-    created: set[str] = set()
-    for start in range(0, len(queues), step):
-        names = queues[start : start + step]
-        sql = CREATE_QUEUES_SQLITE.format(values=", ".join(["(%s, %s)"] * len(names)))
-        params = [value for name in names for value in (name, stamp)]
-        created.update(name for (name,) in vendor.fetch(using, sql, params))
+    found = vendor.fetch_rows(using, CREATE_QUEUES_SQLITE, "(%s, %s)", [(q, stamp) for q in queues])
+    created = {name for (name,) in found}
     heads_of_created = _best_new_jobs(batch, delays, created)
+    values = [
+        (index, *_columns(using, new, delays[index]), index in heads_of_created)
+        for index, new in enumerate(batch)
+    ]
     written = _Written(using, batch, delays)
-    for start in range(0, len(batch), step):
-        chunk = range(start, min(start + step, len(batch)))
-        values: list[Any] = []
-        for ordinal, index in enumerate(chunk, start=1):
-            columns = _columns(using, batch[index], delays[index])
-            values.extend((ordinal, *columns, index in heads_of_created))
-        sql = INSERT_ROWS_SQLITE.format(values=", ".join([INSERT_ROW_SQLITE] * len(chunk)))
-        for found in vendor.fetch(using, sql, values):
-            written.add(*found)
+    for found_row in vendor.fetch_rows(using, INSERT_ROWS_SQLITE, INSERT_ROW_SQLITE, values):
+        written.add(*found_row)
     jobs = written.in_order()
     entered = sorted({job.queue for job in jobs if job and not job.delayed} - created)
-    first_id = min((job.pk for job in jobs if job), default=0)
-    for start in range(0, len(entered), step):
-        names = entered[start : start + step]
-        sql = REFRESH_HEADS_SQLITE.format(queues=", ".join(["%s"] * len(names)))
-        ready = dict(vendor.fetch(using, sql, [*names, first_id]))
+    if entered:
+        first_id = min(job.pk for job in jobs if job)
+        ready = dict(
+            vendor.fetch_rows(
+                using, REFRESH_HEADS_SQLITE, "%s", [(q,) for q in entered], extra=[first_id]
+            )
+        )
         for job in jobs:
             if job is not None and job.pk in ready:
                 job.ready = bool(ready[job.pk])

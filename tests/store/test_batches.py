@@ -182,6 +182,10 @@ def test_sqlite_statements_fit_the_librarys_parameter_limit() -> None:
     try:
         results = wd.enqueue_many([{"job_id": f"j{i}", "queue": f"q{i % 40}"} for i in range(120)])
         assert [r.status for r in results] == ["queued"] * 120
+        stored = list(Job.objects.order_by("id").values_list("job_id", "id", "position"))
+        assert [job_id for job_id, _, _ in stored] == [f"j{i}" for i in range(120)]
+        assert [pk for _, pk, _ in stored] == list(range(stored[0][1], stored[0][1] + 120))
+        assert all(pk == position for _, pk, position in stored)
         more = wd.enqueue_many([{"job_id": f"k{i}", "queue": f"q{i}"} for i in range(40)])
         assert all(r.status == "queued" and not r.job.ready for r in more), "queues existed"
         assert Job.objects.filter(ready=True).count() == 40

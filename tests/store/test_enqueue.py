@@ -191,3 +191,23 @@ def test_the_returned_job_is_the_stored_row_field_for_field() -> None:
     )
     for result in many:
         assert _fields(result.job) == _fields(wd.get_job(result.job.job_id)), result.job.job_id
+
+
+def test_model_init_receivers_see_the_jobs_the_store_returns() -> None:
+    """Jobs are built without Model.__init__ only while nobody listens to its signals."""
+    from django.db.models.signals import post_init
+
+    seen: list[str] = []
+
+    def receiver(sender: type[Job], instance: Job, **kwargs: Any) -> None:
+        seen.append(instance.job_id)
+
+    post_init.connect(receiver, sender=Job)
+    try:
+        wd.enqueue("one", queue="q")
+        wd.enqueue_many([{"job_id": "two", "queue": "r"}])
+        claimed = Job.objects.claim()
+    finally:
+        post_init.disconnect(receiver, sender=Job)
+    assert claimed.job is not None and claimed.job.job_id == "one"
+    assert seen == ["one", "two", "one"]
