@@ -294,7 +294,7 @@ def _insert_postgres(
     """The new jobs in ``batch`` order (``None`` for a repeat) and the queues created.
 
     One statement when every queue is new (the common case: a queue per object); a
-    second, in the same round trip's wake, for the jobs of queues that existed.
+    second, sent once the first has locked them, for the jobs of queues that existed.
     """
     from ..conf import setting
 
