@@ -273,7 +273,11 @@ def _row_problem(loaded: dict[str, Any]) -> str | None:
 
 
 class Queue(models.Model):
-    """One row per queue ever used: the lock every change to that queue takes first."""
+    """One row per queue ever used: the lock every change to that queue takes first.
+
+    Never deleted (but by the enqueue that created it, undoing itself): so a queue an
+    enqueue creates holds no job yet, and its best new job is its head (``store.enqueue``).
+    """
 
     name = models.CharField(max_length=256, primary_key=True)
     created_at = models.DateTimeField(auto_now_add=True)
