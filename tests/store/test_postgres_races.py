@@ -188,3 +188,64 @@ def test_two_reapers_reconcile_the_same_claim_one_wins() -> None:
         assert sorted(statuses) == ["conflict", "requeued"]
     assert Job.objects.get(job_id="j").recovery_count == 5
     assert connection.vendor == "postgresql"
+
+
+@pytest.mark.parametrize(("second_priority", "head"), [(5, "second"), (-5, "first")])
+def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready_head(
+    second_priority: int, head: str
+) -> None:
+    """The first enqueue creates the queue and makes its job the head without looking at
+    other rows; a second one into the same queue waits for it, then places its job
+    against the first's (its snapshot is taken after the wait)."""
+    from django.db import connections
+
+    queue = "fresh"
+    entered, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                wd.enqueue("first", queue=queue)
+                entered.set()
+                assert release.wait(10), "the test never released the first enqueue"
+        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    def second() -> None:
+        try:
+            assert entered.wait(10)
+            wd.enqueue("second", queue=queue, priority=second_priority)
+        except BaseException as error:  # noqa: BLE001
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert entered.wait(10)
+        # The second enqueue must be waiting on the first's uncommitted queue row.
+        waited = False
+        for _ in range(1000):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+                if cursor.fetchone()[0]:
+                    waited = True
+                    break
+            threading.Event().wait(0.01)
+        assert waited, "the second enqueue did not wait for the queue's creator"
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert not errors, errors
+    ready = set(Job.objects.filter(queue=queue, ready=True).values_list("job_id", flat=True))
+    assert ready == {head}
+    assert wd.queue_head(queue).job_id == head
