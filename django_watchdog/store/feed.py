@@ -40,11 +40,20 @@ UPDATE watchdog_job
                  LIMIT {batch} {skip_locked}) AS unpositioned) AS fresh
  WHERE watchdog_job.id = fresh.id
 """
+ANY_UNPOSITIONED = (
+    "SELECT 1 FROM watchdog_job WHERE feed_position IS NULL AND delayed = <FALSE> LIMIT 1"
+)
 ADVANCE_CLOCK = "UPDATE watchdog_feed_clock SET last_position = last_position + %s WHERE id = 1"
 
 
 def position_new_rows(using: str) -> int:
-    """Give every visible, unpositioned job the next feed positions; return how many."""
+    """Give every visible, unpositioned job the next feed positions; return how many.
+
+    With none visible the clock is left alone: a reader that positions nothing writes
+    nothing, so its transaction commits without a log flush and never queues for the lock.
+    """
+    if not vendor.fetch(using, ANY_UNPOSITIONED):
+        return 0
     postgres = vendor.is_postgres(using)
     clock = vendor.fetch(using, LOCK_CLOCK if postgres else READ_CLOCK)
     if not clock:

@@ -250,3 +250,47 @@ def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready
     ready = set(Job.objects.filter(queue=queue, ready=True).values_list("job_id", flat=True))
     assert ready == {head}
     assert wd.queue_head(queue).job_id == head
+
+
+def test_a_feed_read_with_nothing_to_number_leaves_the_clock_alone() -> None:
+    """Readers polling an idle feed neither lock the feed clock nor write: one reader
+    holding the clock (numbering a large batch, say) does not stall the others."""
+    from django.db import connections
+
+    wd.enqueue("a", queue="q")
+    claim = Job.objects.claim()
+    Job.objects.settle("a", claim.claim_token or "", DONE)
+    first = wd.settled_jobs()  # numbers "a", creating the clock row
+    assert [record.job.job_id for record in first] == ["a"]
+
+    holding, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold_the_clock() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM watchdog_feed_clock WHERE id = 1 FOR UPDATE")
+                holding.set()
+                assert release.wait(30), "the test never released the clock"
+        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_the_clock)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        with connection.cursor() as cursor:
+            # A reader that queued for the lock fails at once instead of hanging the test.
+            cursor.execute("SET lock_timeout = '1s'")
+        try:
+            assert wd.settled_jobs(first[-1].cursor) == []
+            assert [record.job.job_id for record in wd.settled_jobs()] == ["a"]
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert not errors, errors
