@@ -78,6 +78,22 @@ def claim_ids(**partition: Any) -> list[str]:
             )
 
 
+def in_background(work: Callable[[], Any], errors: list[BaseException]) -> threading.Thread:
+    """Start ``work`` in a thread on its own connection; an error it raises lands in ``errors``."""
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
     """Run ``work(index)`` in ``count`` threads started together; re-raise any error."""
     barrier = threading.Barrier(count)

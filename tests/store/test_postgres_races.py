@@ -18,7 +18,7 @@ import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
 
-from .helpers import DONE, assert_serial_in_order, in_threads
+from .helpers import DONE, assert_serial_in_order, in_background, in_threads
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -198,35 +198,21 @@ def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready
     """The first enqueue creates the queue and makes its job the head without looking at
     other rows; a second one into the same queue waits for it, then places its job
     against the first's (its snapshot is taken after the wait)."""
-    from django.db import connections
-
     queue = "fresh"
     entered, release = threading.Event(), threading.Event()
     errors: list[BaseException] = []
 
     def first() -> None:
-        try:
-            with transaction.atomic():
-                wd.enqueue("first", queue=queue)
-                entered.set()
-                assert release.wait(10), "the test never released the first enqueue"
-        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
-            errors.append(error)
-        finally:
-            connections.close_all()
+        with transaction.atomic():
+            wd.enqueue("first", queue=queue)
+            entered.set()
+            assert release.wait(10), "the test never released the first enqueue"
 
     def second() -> None:
-        try:
-            assert entered.wait(10)
-            wd.enqueue("second", queue=queue, priority=second_priority)
-        except BaseException as error:  # noqa: BLE001
-            errors.append(error)
-        finally:
-            connections.close_all()
+        assert entered.wait(10)
+        wd.enqueue("second", queue=queue, priority=second_priority)
 
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
-    for thread in threads:
-        thread.start()
+    threads = [in_background(first, errors), in_background(second, errors)]
     try:
         assert entered.wait(10)
         # The second enqueue must be waiting on the first's uncommitted queue row.
@@ -255,7 +241,6 @@ def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready
 def test_a_feed_read_with_nothing_to_number_leaves_the_clock_alone() -> None:
     """Readers polling an idle feed neither lock the feed clock nor write: one reader
     holding the clock (numbering a large batch, say) does not stall the others."""
-    from django.db import connections
 
     wd.enqueue("a", queue="q")
     claim = Job.objects.claim()
@@ -267,18 +252,12 @@ def test_a_feed_read_with_nothing_to_number_leaves_the_clock_alone() -> None:
     errors: list[BaseException] = []
 
     def hold_the_clock() -> None:
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT 1 FROM watchdog_feed_clock WHERE id = 1 FOR UPDATE")
-                holding.set()
-                assert release.wait(30), "the test never released the clock"
-        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
-            errors.append(error)
-        finally:
-            connections.close_all()
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM watchdog_feed_clock WHERE id = 1 FOR UPDATE")
+            holding.set()
+            assert release.wait(30), "the test never released the clock"
 
-    holder = threading.Thread(target=hold_the_clock)
-    holder.start()
+    holder = in_background(hold_the_clock, errors)
     try:
         assert holding.wait(10)
         with connection.cursor() as cursor:
