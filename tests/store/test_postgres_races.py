@@ -241,7 +241,6 @@ def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready
 def test_a_feed_read_with_nothing_to_number_leaves_the_clock_alone() -> None:
     """Readers polling an idle feed neither lock the feed clock nor write: one reader
     holding the clock (numbering a large batch, say) does not stall the others."""
-
     wd.enqueue("a", queue="q")
     claim = Job.objects.claim()
     Job.objects.settle("a", claim.claim_token or "", DONE)
