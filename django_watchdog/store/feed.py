@@ -10,18 +10,13 @@ the partition, so a cursor only ever moves over settled, positioned rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from django.db import transaction
-from django.db.models import Min
 
-from ..domain.states import PENDING_STATES, State
 from ..domain.validation import encode_cursor
 from ..domain.values import SettledRecord
-from . import vendor
-
-if TYPE_CHECKING:
-    pass
+from . import rows, vendor
 
 POSITION_BATCH = 10_000
 
@@ -71,6 +66,23 @@ def position_new_rows(using: str) -> int:
     return positioned
 
 
+#: The settled jobs after a cursor, up to the partition's first pending job (the horizon):
+#: index range scans on the ``watchdog_job_feed_*`` partial indexes, whose predicates the
+#: terms repeat. ``{lanes}`` narrows both to a partition.
+SETTLED_AFTER = """
+SELECT <COLUMNS> FROM watchdog_job
+ WHERE state = 'settled' AND feed_position IS NOT NULL AND feed_position > %s {lanes}
+   AND feed_position < COALESCE(
+       (SELECT MIN(feed_position) FROM watchdog_job
+         WHERE state IN ('queued', 'running') AND feed_position IS NOT NULL {lanes}),
+       %s)
+ ORDER BY feed_position
+ LIMIT %s
+"""
+#: Above every feed position (a bigint): no pending job, no horizon.
+NO_HORIZON = 2**63 - 1
+
+
 def settled_after(
     using: str,
     after: int,
@@ -80,20 +92,29 @@ def settled_after(
     exclude_lanes: Sequence[str] = (),
 ) -> list[SettledRecord]:
     """Settled jobs positioned after ``after``, up to the partition's first pending job."""
-    from ..models import Job
-
-    jobs = Job.objects.using(using)
-    if lanes:
-        jobs = jobs.filter(lane__in=lanes)
-    if exclude_lanes:
-        jobs = jobs.exclude(lane__in=exclude_lanes)
+    sql, params = settled_after_statement(after, limit, lanes, exclude_lanes)
     with transaction.atomic(using=using):
         position_new_rows(using)
-        horizon = jobs.filter(state__in=PENDING_STATES, feed_position__isnull=False).aggregate(
-            first=Min("feed_position")
-        )["first"]
-        settled = jobs.filter(state=State.SETTLED, feed_position__gt=after)
-        if horizon is not None:
-            settled = settled.filter(feed_position__lt=horizon)
-        rows = list(settled.order_by("feed_position")[:limit])
-    return [SettledRecord(cursor=encode_cursor(job.feed_position or 0), job=job) for job in rows]
+        found = vendor.fetch(using, sql, params)
+    records = []
+    for row in found:
+        job = rows.to_job(using, row)
+        records.append(SettledRecord(cursor=encode_cursor(job.feed_position or 0), job=job))
+    return records
+
+
+def settled_after_statement(
+    after: int, limit: int, lanes: Sequence[str], exclude_lanes: Sequence[str]
+) -> tuple[str, list[Any]]:
+    """``SETTLED_AFTER`` for a partition (``AND lane IN (…)``, ``AND lane NOT IN (…)``, in
+    the read and in its horizon) and its parameters."""
+    terms: list[str] = []
+    lane_params: list[Any] = []
+    if lanes:
+        terms.append(f"AND lane IN ({', '.join(['%s'] * len(lanes))})")
+        lane_params += lanes
+    if exclude_lanes:
+        terms.append(f"AND lane NOT IN ({', '.join(['%s'] * len(exclude_lanes))})")
+        lane_params += exclude_lanes
+    sql = SETTLED_AFTER.format(lanes=" ".join(terms))
+    return sql, [after, *lane_params, *lane_params, NO_HORIZON, limit]

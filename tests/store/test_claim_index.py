@@ -6,14 +6,15 @@ heads, statistics gathered with ANALYZE; the planner chooses freely (no enable_s
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from django_watchdog.models import Job, Queue
-from django_watchdog.store import claims, vendor
+from django_watchdog.store import claims, feed, vendor
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +122,36 @@ def test_the_realistic_table_claims_the_best_head() -> None:
     assert result.status == "claimed"
     assert result.job is not None and result.job.priority == 6
     assert result.job.job_id == "wait-6-0"
+
+
+def _feed_plan(lanes: tuple[str, ...], exclude_lanes: tuple[str, ...]) -> str:
+    """The plan of exactly the statement a feed read runs (``feed.settled_after_statement``)."""
+    sql, params = feed.settled_after_statement(100, 256, lanes, exclude_lanes)
+    explain = "EXPLAIN " if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN "
+    rows = vendor.fetch("default", explain + sql, params)
+    return "\n".join(str(row[0] if connection.vendor == "postgresql" else row[-1]) for row in rows)
+
+
+@pytest.mark.parametrize(("lanes", "exclude_lanes"), [((), ()), (("mail",), ()), ((), ("mail",))])
+@pytest.mark.usefixtures("realistic_table")
+def test_a_feed_read_uses_the_feed_indexes(
+    lanes: tuple[str, ...], exclude_lanes: tuple[str, ...]
+) -> None:
+    """Both halves of a feed read, the settled jobs and the horizon, are index scans."""
+    with transaction.atomic():
+        feed.position_new_rows("default")  # the queued jobs get positions: a horizon
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    plan = _feed_plan(lanes, exclude_lanes)
+    if connection.vendor == "postgresql":
+        assert "Seq Scan" not in plan, plan
+        used = re.findall(r"Scan (?:using|on) (watchdog_job_\w+)", plan)
+    else:
+        reads = [line for line in plan.splitlines() if line.startswith(("SCAN", "SEARCH"))]
+        assert len(reads) == 2, plan  # nothing but the read and its horizon
+        used = [m for line in reads for m in re.findall(r"INDEX (watchdog_job_\w+)", line)]
+        assert len(used) == 2, plan
+    read, horizon = (
+        ("feed_lane_at", "feed_lane_pend_at") if lanes else ("feed_at", "feed_pending_at")
+    )
+    assert sorted(used) == sorted([f"watchdog_job_{read}", f"watchdog_job_{horizon}"]), plan
