@@ -32,9 +32,12 @@ class Runs:
         self.path = path
 
     def lines(self):
+        """The records written so far. A handler may be mid-write while this reads: a last
+        line without its newline is not complete yet, and is left for the next read."""
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line]
+        complete = self.path.read_text().rpartition("\n")[0]
+        return [json.loads(line) for line in complete.splitlines() if line]
 
     def starts(self, job_id=None):
         return [r for r in self.lines() if r["event"] == "start" and job_id in (None, r["job_id"])]
