@@ -93,8 +93,13 @@ def settled_after(
 ) -> list[SettledRecord]:
     """Settled jobs positioned after ``after``, up to the partition's first pending job."""
     sql, params = settled_after_statement(after, limit, lanes, exclude_lanes)
-    with transaction.atomic(using=using):
-        position_new_rows(using)
+    if vendor.fetch(using, ANY_UNPOSITIONED):
+        with transaction.atomic(using=using):
+            position_new_rows(using)
+            found = vendor.fetch(using, sql, params)
+    else:
+        # Nothing to position (a quiet feed): the read is one statement, one snapshot, and
+        # needs no transaction of its own.
         found = vendor.fetch(using, sql, params)
     records = []
     for row in found:
