@@ -52,7 +52,7 @@ PG_DATABASES = {
     "floor": "bench_floor",
 }
 WORKER_PROCS = (1, 2, 4)
-WORKLOADS = ("enqueue", "drain", "latency", "flatness")
+WORKLOADS = ("enqueue", "drain", "latency", "flatness", "feed")
 FLOOR_PROCS = (1, 2)
 
 
@@ -67,10 +67,14 @@ class Sizes:
     flat_settled: int
     flat_drain: int
     flat_queues: int
+    feed: int
 
 
-DEFAULT = Sizes(500, 2000, 1000, 100, 100, 99_000, 1_000_000, 1000, 100)
-QUICK = Sizes(100, 300, 200, 20, 20, 9_900, 100_000, 200, 20)
+DEFAULT = Sizes(500, 2000, 1000, 100, 100, 99_000, 1_000_000, 1000, 100, 2000)
+QUICK = Sizes(100, 300, 200, 20, 20, 9_900, 100_000, 200, 20, 300)
+#: The settled feed workload: page size (a consumer's batch) and reads of an idle feed.
+FEED_PAGE = 100
+FEED_IDLE_READS = 500
 
 
 def log(message: str) -> None:
@@ -508,6 +512,21 @@ class Bench:
             "settled": sizes.flat_settled,
         }
 
+    # settled feed (watchdog)
+
+    def feed(self, db: str) -> None:
+        system, n, idle = "watchdog", self.sizes.feed, FEED_IDLE_READS
+        stamp = self.work / "stamps-feed.txt"
+        paged, idle_rates = [], []
+        for _ in range(self.repeat):
+            drive(system, db, "reset", stamp)
+            timed = drive(system, db, "feed", stamp, n=n, page=FEED_PAGE, idle=idle)
+            paged.append(n / timed["page_seconds"])
+            idle_rates.append(idle / timed["idle_seconds"])
+        drive(system, db, "reset", stamp)
+        self.record(db, system, "feed_paged", paged)
+        self.record(db, system, "feed_idle", idle_rates)
+
     # everything
 
     def run(self, databases: list[str]) -> None:
@@ -527,6 +546,8 @@ class Bench:
                     steps.append(self.latency)
                 if "flatness" in self.workloads and system == "watchdog":
                     steps.append(lambda _system, db: self.flatness(db))
+                if "feed" in self.workloads and system == "watchdog":
+                    steps.append(lambda _system, db: self.feed(db))
                 for step in steps:
                     try:
                         step(system, db)
@@ -567,6 +588,8 @@ ROWS = [
     ("flat_empty", "drain 2 processes, empty tables (jobs/s)"),
     ("flat_big", "drain 2 processes, big backlog (jobs/s)"),
     ("flatness", "backlog flatness (big / empty)"),
+    ("feed_paged", f"settled feed, read in pages of {FEED_PAGE} (jobs/s)"),
+    ("feed_idle", "settled feed, reads with nothing new (reads/s)"),
 ]
 
 

@@ -155,11 +155,38 @@ def django_system() -> dict[str, Any]:
             return time.time()
 
         return latency(one)
+    if OP == "feed":
+        return feed_reads()
     if OP.startswith("flat_"):
         from bench import backlog
 
         return backlog.run(OP, ARGS)
     raise SystemExit(f"unknown op {OP}")
+
+
+def feed_reads() -> dict[str, Any]:
+    """watchdog: settle ``n`` jobs through the public API, then time reading them all from
+    the settled feed in pages of ``page``, and ``idle`` reads of a feed with nothing new."""
+    import django_watchdog as wd
+    from django_watchdog.domain.values import Decision
+    from django_watchdog.models import Job
+
+    n, page, idle = ARGS["n"], ARGS["page"], ARGS["idle"]
+    wd.enqueue_many({"job_id": f"f:{i}", "queue": f"q{i % 100}", "lane": "bench"} for i in range(n))
+    while (claim := Job.objects.claim(lanes=["bench"])).status == "claimed":
+        assert claim.job is not None and claim.claim_token is not None
+        Job.objects.settle(claim.job.job_id, claim.claim_token, Decision.completed())
+    wd.settled_jobs(None, 1)  # positions them all: the timed reads below only read
+    settle_heap()
+    started, cursor, read = time.perf_counter(), None, 0
+    while records := wd.settled_jobs(cursor, page):
+        read, cursor = read + len(records), records[-1].cursor
+    paged = time.perf_counter() - started
+    assert read == n, f"the feed gave {read} of {n} settled jobs"
+    started = time.perf_counter()
+    for _ in range(idle):
+        assert not wd.settled_jobs(cursor, page)
+    return {"page_seconds": paged, "idle_seconds": time.perf_counter() - started}
 
 
 # -- Procrastinate -------------------------------------------------------------------------
