@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.db import DatabaseError, connections
@@ -23,11 +24,19 @@ LISTEN_RECONNECT_MAX = 5.0
 
 
 class Waker:
-    """Sets ``event`` whenever new work may be ready; runs in its own daemon thread."""
+    """Sets ``event`` whenever new work may be ready; runs in its own daemon thread.
 
-    def __init__(self, using: str, event: threading.Event) -> None:
+    ``wanted`` says whether the worker could take work now (a free slot): while it cannot,
+    a waker that polls stops polling, since a busy job thread claims its next job itself
+    and the freed slot wakes the worker anyway.
+    """
+
+    def __init__(
+        self, using: str, event: threading.Event, wanted: Callable[[], bool] = lambda: True
+    ) -> None:
         self.using = using
         self.event = event
+        self.wanted = wanted
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -49,6 +58,9 @@ class SqliteWaker(Waker):
         last: int | None = None
         try:
             while not self._stopped.is_set():
+                if not self.wanted():
+                    self._stopped.wait(SQLITE_CHECK_INTERVAL)
+                    continue
                 try:
                     with connections[self.using].cursor() as cursor:
                         cursor.execute("PRAGMA data_version")
@@ -118,10 +130,12 @@ def listen_params(using: str) -> dict[str, Any]:
     return params
 
 
-def make_waker(using: str, event: threading.Event) -> Waker | None:
+def make_waker(
+    using: str, event: threading.Event, wanted: Callable[[], bool] = lambda: True
+) -> Waker | None:
     vendor = connections[using].vendor
     if vendor == "postgresql":
-        return PostgresWaker(using, event)
+        return PostgresWaker(using, event, wanted)
     if vendor == "sqlite":
-        return SqliteWaker(using, event)
+        return SqliteWaker(using, event, wanted)
     return None

@@ -155,7 +155,7 @@ class WatchdogWorker:
                 target=self._heartbeat_loop, name="watchdog-heartbeat", daemon=True
             )
             self._heart.start()
-            self._waker = make_waker(self.using, self.wake)
+            self._waker = make_waker(self.using, self.wake, lambda: self.free_slots() > 0)
             if self._waker is not None:
                 self._waker.start()
 
@@ -429,8 +429,8 @@ class WatchdogWorker:
                     if claim_next is not None:
                         self._claims_in_flight -= 1
             current = following
-            if tracked:
-                self.wake.set()
+            if tracked and following is not None and following.deadline is not None:
+                self.wake.set()  # the main loop watches deadlines: it must see this one
 
     def _execute(
         self, running: RunningJob, claim_next: Partition | None

@@ -137,6 +137,23 @@ def test_a_timeout_turns_cancel_requested_on(spawn_worker, runs):
     assert runs.ends("slow")[0]["cancel_requested"] is True
 
 
+def test_a_job_claimed_with_the_previous_settle_still_times_out_on_time(spawn_worker, runs):
+    """The job thread claims "timed" in the transaction that settles "first"; the main loop,
+    asleep for its long poll interval, must still learn of the new deadline."""
+    wd.enqueue("first", queue="a", lane="t-record", priority=1, payload={"sleep": 0.3})
+    wd.enqueue("timed", queue="b", lane="t-record", payload={"sleep": 30}, timeout=0.3)
+    worker = spawn_worker("--concurrency", "1", "--poll-interval", "60")
+    wait_until(
+        lambda: wd.get_job("timed").state == "settled",
+        timeout=20,  # unwoken, the main loop would sleep 60 s and the handler run 30 s
+        message="the chained job to time out",
+    )
+    _stop(worker)
+    job = wd.get_job("timed")
+    assert job.failure_reason == "TimeoutError: stopped after its 0.3 s timeout"
+    assert runs.ends("timed")[0]["cancel_requested"] is True
+
+
 def test_a_hung_handler_is_abandoned_outcome_unknown_and_frees_its_slot(spawn_worker, runs):
     wd.enqueue("hung", queue="a", lane="t-hang", payload={"sleep": 60}, timeout=0.2)
     wd.enqueue("next", queue="b", lane="t-record")
