@@ -193,7 +193,8 @@ class WatchdogWorker:
         self.wake.set()
 
     def request_stop(self) -> None:
-        """Ask the main loop to stop at its next turn (within a poll interval).
+        """Ask the main loop to stop at its next turn (within a poll interval, or at once
+        if ``wake`` is set too: ``engine.stopping`` does both from a thread).
 
         Safe in a signal handler: it only sets a flag. Setting an ``Event`` there could
         deadlock on the lock of an ``Event.wait`` the handler interrupted.

@@ -110,6 +110,18 @@ def test_sigterm_lets_the_running_job_finish_then_exits_zero(spawn_worker, runs)
     assert not Worker.objects.exists()
 
 
+def test_sigterm_stops_an_idle_worker_at_once_whatever_its_poll_interval(spawn_worker, runs):
+    """On PostgreSQL nothing else wakes the idle main loop before its 60 s poll (on SQLite
+    the heartbeat's commits do, every 2 s)."""
+    wd.enqueue("j", queue="q", lane="t-record")
+    worker = spawn_worker("--poll-interval", "60")
+    wait_until(lambda: "event=settle job_id=j " in worker.output(), message="the job to settle")
+    worker.signal(signal.SIGTERM)  # the main loop sleeps for up to 60 s now
+    assert worker.wait(timeout=10) == 0, worker.output()
+    assert "SIGTERM: finishing running jobs" in worker.output()
+    assert not Worker.objects.exists()
+
+
 def test_cancelling_a_running_job_stops_it_cooperatively(spawn_worker, runs):
     wd.enqueue("j", queue="q", lane="t-cancel")
     worker = spawn_worker()

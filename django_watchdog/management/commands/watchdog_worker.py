@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -14,6 +12,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from ...domain import validation
 from ...domain.errors import InvalidInput
+from ...engine.stopping import stop_on_signals
 from ...engine.worker import WatchdogWorker, WorkerOptions
 from ...handlers import registered
 from ...store.batches import BATCH_MAX
@@ -147,8 +146,8 @@ class Command(BaseCommand):
                 f"(registered: {', '.join(sorted(handlers)) or 'none'})"
             )
         self._banner(worker, using)
-        self._install_signals(worker)
-        code = worker.run()
+        with stop_on_signals(worker):
+            code = worker.run()
         sys.stdout.flush()
         if worker.abandoned:
             # Job threads that outlived the grace period would keep the process alive.
@@ -175,17 +174,6 @@ class Command(BaseCommand):
         ]
         self.stdout.write("\n".join(lines))
         self.stdout.flush()
-
-    def _install_signals(self, worker: WatchdogWorker) -> None:
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            if worker.stop_requested:
-                os.write(2, b"second signal: exiting at once\n")
-                os._exit(128 + signum)
-            os.write(2, f"{signal.Signals(signum).name}: finishing running jobs\n".encode())
-            worker.request_stop()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
 
     def _configure_logging(self, level: str) -> None:
         logger = logging.getLogger("django_watchdog")
