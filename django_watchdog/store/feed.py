@@ -49,6 +49,11 @@ def position_new_rows(using: str) -> int:
     """
     if not vendor.fetch(using, ANY_UNPOSITIONED):
         return 0
+    return _position(using)
+
+
+def _position(using: str) -> int:
+    """``position_new_rows`` once the probe found work: lock the clock and number the rows."""
     postgres = vendor.is_postgres(using)
     clock = vendor.fetch(using, LOCK_CLOCK if postgres else READ_CLOCK)
     if not clock:
@@ -95,7 +100,7 @@ def settled_after(
     sql, params = settled_after_statement(after, limit, lanes, exclude_lanes)
     if vendor.fetch(using, ANY_UNPOSITIONED):
         with transaction.atomic(using=using):
-            position_new_rows(using)
+            _position(using)
             found = vendor.fetch(using, sql, params)
     else:
         # Nothing to position (a quiet feed): the read is one statement, one snapshot, and
