@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from django.db import connections
@@ -101,17 +102,10 @@ def in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
     errors: list[BaseException] = []
 
     def run(index: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[index] = work(index)
-        except BaseException as error:  # noqa: BLE001 - handed back to the test thread
-            errors.append(error)
-        finally:
-            connections.close_all()
+        barrier.wait(timeout=30)
+        results[index] = work(index)
 
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
-    for thread in threads:
-        thread.start()
+    threads = [in_background(partial(run, index), errors) for index in range(count)]
     for thread in threads:
         thread.join(timeout=120)
     assert not any(thread.is_alive() for thread in threads), "a thread hung"
