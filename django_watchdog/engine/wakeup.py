@@ -31,9 +31,7 @@ class Waker:
     and the freed slot wakes the worker anyway.
     """
 
-    def __init__(
-        self, using: str, event: threading.Event, wanted: Callable[[], bool] = lambda: True
-    ) -> None:
+    def __init__(self, using: str, event: threading.Event, wanted: Callable[[], bool]) -> None:
         self.using = using
         self.event = event
         self.wanted = wanted
@@ -130,9 +128,7 @@ def listen_params(using: str) -> dict[str, Any]:
     return params
 
 
-def make_waker(
-    using: str, event: threading.Event, wanted: Callable[[], bool] = lambda: True
-) -> Waker | None:
+def make_waker(using: str, event: threading.Event, wanted: Callable[[], bool]) -> Waker | None:
     vendor = connections[using].vendor
     if vendor == "postgresql":
         return PostgresWaker(using, event, wanted)
