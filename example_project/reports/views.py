@@ -22,6 +22,8 @@ def enqueue_build(report: Report) -> str:
     """Enqueue the next build of ``report`` in its own queue; call inside a transaction.
 
     The job id names the build, so a retried request cannot enqueue the same build twice.
+    A build whose worker dies mid-run is put back in its queue and run again, twice at most
+    (``max_recoveries=2``); a third loss settles it ``interrupted``.
     """
     Report.objects.filter(pk=report.pk).update(builds=F("builds") + 1)
     report.refresh_from_db(fields=["builds"])
@@ -31,6 +33,7 @@ def enqueue_build(report: Report) -> str:
         queue=report.queue,
         lane="reports",
         payload={"report_id": report.pk, "title": report.title, "seconds": report.seconds},
+        max_recoveries=2,
     )
     return job_id
 
