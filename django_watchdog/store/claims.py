@@ -221,7 +221,10 @@ def _taken(using: str, row: Sequence[Any]) -> ClaimResult | WatchdogError:
 
 
 def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> WatchdogError:
-    """Settle a claimed row we cannot decode ``failed``, so workers move on; report it."""
+    """Settle a claimed row we cannot decode ``failed``, so workers move on; report it.
+
+    ``queue_changed`` is sent with the new head and ``settled=None`` (the row is no ``Job``).
+    """
     from ..models import Job
 
     pk = row[rows.column_index("id")]
@@ -236,7 +239,9 @@ def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> Watchdo
             ready=False,
             settled_at=Now(),
         )
-        heads.refresh(using, str(queue))
+        head = heads.refresh(using, str(queue))
+        # Like every change, inside its transaction; the row cannot be a Job, so no settled.
+        heads.announce(str(queue), head, using=using)
     return error
 
 

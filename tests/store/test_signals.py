@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 import django_watchdog as wd
+from django_watchdog import WatchdogError
 from django_watchdog.domain.values import QueueHead
 from django_watchdog.models import Job
 from django_watchdog.signals import queue_changed
@@ -181,6 +182,33 @@ def test_raising_receiver_rolls_back_reaching_a_cancelled_job(sent: list[Sent]) 
         Job.objects.claim()
     assert snapshot() == before
     assert Job.objects.claim().status == "cancelled"
+
+
+def test_a_row_quarantined_at_claim_time_is_announced_inside_the_transaction(
+    sent: list[Sent],
+) -> None:
+    wd.enqueue("bad", queue="q", priority=5)
+    wd.enqueue("behind", queue="q")
+    Job.objects.filter(job_id="bad").update(lane="not a lane!")  # a hand edit
+    del sent[:]
+    with pytest.raises(WatchdogError):
+        Job.objects.claim()
+    assert row("bad")["outcome"] == "failed"
+    # The row cannot be decoded into a Job, so ``settled`` is None; the head moved on.
+    assert [(s.queue, s.head.state, s.head.job_id, s.settled) for s in sent] == [
+        ("q", "queued", "behind", None)
+    ]
+    assert sent[0].in_transaction
+    assert _projection("q") == ("queued", "behind", None)
+
+
+def test_raising_receiver_rolls_back_a_quarantine(sent: list[Sent]) -> None:
+    wd.enqueue("bad", queue="q")
+    Job.objects.filter(job_id="bad").update(lane="not a lane!")
+    before = snapshot()
+    with raising_receiver(), pytest.raises(Boom):
+        Job.objects.claim()
+    assert snapshot() == before
 
 
 def test_raising_receiver_rolls_back_the_callers_outer_transaction_too(sent: list[Sent]) -> None:
