@@ -142,6 +142,11 @@ class Job(models.Model):
                 condition=Q(state=RUNNING),
                 name="watchdog_job_one_running_per_queue",
             ),
+            # As the seed's column: one intent id names one job's cancellation (NULLs
+            # are distinct on both databases, so jobs without an intent are not held).
+            models.UniqueConstraint(
+                fields=("cancellation_id",), name="watchdog_job_cancellation_id_unique"
+            ),
         )
         indexes = (
             # Claim: the best ready job, all lanes or one lane.
@@ -212,10 +217,11 @@ class Job(models.Model):
             models.Index(
                 fields=["claimed_by"], condition=Q(state=RUNNING), name="watchdog_job_running"
             ),
+            # latest_settled(): the settled job of a queue latest in its order.
             models.Index(
-                fields=["queue", "-settled_at", "-id"],
+                fields=["queue", "-position"],
                 condition=Q(state=SETTLED),
-                name="watchdog_job_queue_settled",
+                name="watchdog_job_queue_latest",
             ),
             # The admin's outcome (and outcome + lane) filters: the few jobs that did not
             # complete, found without scanning the completed ones.
@@ -255,6 +261,10 @@ def check_decodes(job: Job) -> Job:
     return job
 
 
+def _optional_identifier(field: str) -> Any:
+    return lambda value: None if value is None else validation.identifier(value, field)
+
+
 def _row_problem(loaded: dict[str, Any]) -> str | None:
     checks: tuple[tuple[str, Any], ...] = (
         ("job_id", lambda v: validation.identifier(v, "job_id")),
@@ -262,6 +272,7 @@ def _row_problem(loaded: dict[str, Any]) -> str | None:
         ("lane", validation.lane),
         ("priority", validation.priority),
         ("max_recoveries", validation.max_recoveries),
+        ("cancellation_id", _optional_identifier("cancellation_id")),
     )
     for name, check in checks:
         if name in loaded:
@@ -270,6 +281,30 @@ def _row_problem(loaded: dict[str, Any]) -> str | None:
             except WatchdogError as error:
                 return str(error)
     return None
+
+
+class PrunedJob(models.Model):
+    """The identity of a job retention deleted, kept while ``WATCHDOG["ID_RETENTION"]`` asks.
+
+    Enqueue consults it only when that setting is on and only for ids it did not find as
+    jobs: an id found here is a ``duplicate``, so the job does not run again. Rows older
+    than ``ID_RETENTION`` (by ``settled_at``) are deleted by the same prune passes.
+    """
+
+    job_id = models.CharField(max_length=256, primary_key=True)
+    queue = models.CharField(max_length=256)
+    lane = models.CharField(max_length=64)
+    outcome = models.CharField(max_length=16, choices=[(o.value, o.value) for o in Outcome])
+    enqueued_at = models.DateTimeField()
+    settled_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "watchdog_pruned_job"
+        ordering = ("settled_at",)
+        indexes = (models.Index(fields=["settled_at"], name="watchdog_pruned_job_settled"),)
+
+    def __str__(self) -> str:
+        return self.job_id
 
 
 class Queue(models.Model):

@@ -1,8 +1,12 @@
-"""Cancellation intents (SPEC §4.7): recorded once, honoured when the job is reached."""
+"""Cancellation intents (SPEC §4.7): recorded once, honoured when the job is reached.
+
+An intent id names one job's cancellation (``watchdog_job_cancellation_id_unique``, as the
+seed's unique column): recording one that another job holds is a ``conflict``.
+"""
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce
 
@@ -41,10 +45,30 @@ def cancel(using: str, job_id: str, cancellation_id: str, *, only_if_queued: boo
             if queued
             else {}
         )
-        jobs.filter(pk=pk, cancellation_id=None).update(cancellation_id=cancellation_id, **extra)
+        if not _record(using, pk, cancellation_id, extra):
+            return CancelResult(status="conflict", cancellation_id=cancellation_id)
         if queued:
             vendor.notify(using, lane)
         # A delayed job just entered the order and may outrank the head: refresh demotes it.
         head = heads.refresh(using, queue, entered=(pk,)) if queued else None
         heads.announce(queue, head, using=using)
     return CancelResult(status="recorded", cancellation_id=cancellation_id)
+
+
+def _record(using: str, pk: int, cancellation_id: str, extra: dict[str, object]) -> bool:
+    """Write the intent on job ``pk``; ``False`` (nothing written) if another job holds
+    ``cancellation_id``. The unique index decides, so two cancels racing for one id on
+    two queues (two different locks) cannot both record it."""
+    from ..models import Job
+
+    jobs = Job.objects.using(using)
+    try:
+        with transaction.atomic(using=using):  # a savepoint: the caller's block stays usable
+            jobs.filter(pk=pk, cancellation_id=None).update(
+                cancellation_id=cancellation_id, **extra
+            )
+    except IntegrityError:
+        if jobs.filter(cancellation_id=cancellation_id).exclude(pk=pk).exists():
+            return False
+        raise
+    return True

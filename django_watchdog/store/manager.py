@@ -109,10 +109,12 @@ class JobManager(models.Manager["Job"]):
         return heads.read(self.database, queue)
 
     def latest_settled(self, queue: str) -> Job | None:
+        """The settled job of ``queue`` latest in its order (highest ``position``), as the
+        seed's highest sequence: not the one that settled last, when a later job overtook."""
         return (
             self.get_queryset()
             .filter(queue=queue, state="settled")
-            .order_by("-settled_at", "-id")
+            .order_by("-position")
             .first()
         )
 

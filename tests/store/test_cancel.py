@@ -103,3 +103,40 @@ def test_intent_on_a_settled_job_is_recorded_and_changes_no_outcome() -> None:
     Job.objects.settle("j", claim.claim_token or "", DONE)
     assert wd.cancel("j").status == "recorded"
     assert (row("j")["state"], row("j")["outcome"]) == ("settled", "completed")
+
+
+def test_default_intent_of_a_256_character_job_id_fits_and_replays() -> None:
+    job_id = "j" * 256
+    wd.enqueue(job_id, queue="q")
+    first = wd.cancel(job_id)
+    assert first.status == "recorded"
+    # Within the 1–256 characters of every identifier, so the row still loads.
+    assert 1 <= len(first.cancellation_id) <= 256
+    assert row(job_id)["cancellation_id"] == first.cancellation_id
+    before = snapshot()
+    again = wd.cancel(job_id)
+    assert (again.status, again.cancellation_id) == ("replayed", first.cancellation_id)
+    assert snapshot() == before
+    job = wd.get_job(job_id)
+    assert job is not None and job.cancellation_id == first.cancellation_id
+
+
+def test_default_intents_of_long_job_ids_differ_and_short_ones_keep_their_form() -> None:
+    assert wd.cancel("short").cancellation_id == "cancel:short"
+    assert wd.cancel("x" * 249).cancellation_id == "cancel:" + "x" * 249  # 256: as before
+    long_ids = ["a" * 256, "a" * 255 + "b", "a" * 250]
+    derived = {wd.cancel(job_id).cancellation_id for job_id in long_ids}
+    assert len(derived) == 3
+    assert all(len(cancellation_id) <= 256 for cancellation_id in derived)
+
+
+def test_an_intent_id_recorded_on_another_job_conflicts_and_writes_nothing() -> None:
+    wd.enqueue("a", queue="q1")
+    wd.enqueue("b", queue="q2")
+    assert wd.cancel("a", cancellation_id="shared").status == "recorded"
+    before = snapshot()
+    assert wd.cancel("b", cancellation_id="shared").status == "conflict"
+    assert snapshot() == before
+    assert row("b")["cancellation_id"] is None
+    # The job can still take another intent.
+    assert wd.cancel("b", cancellation_id="own").status == "recorded"

@@ -72,6 +72,13 @@ def _raw_insert(**columns: Any) -> None:
 
 
 # constraint name -> (description, a write that breaks it)
+def _shared_intent() -> None:
+    wd.enqueue("a", queue="q1")
+    wd.enqueue("b", queue="q2")
+    Job.objects.filter(job_id="a").update(cancellation_id="shared")
+    Job.objects.filter(job_id="b").update(cancellation_id="shared")
+
+
 BREAKERS: dict[str, list[tuple[str, Callable[[], None]]]] = {
     "watchdog_job_state_known": [
         ("unknown state", lambda: _queued().update(state="paused", ready=False)),
@@ -129,6 +136,9 @@ BREAKERS: dict[str, list[tuple[str, Callable[[], None]]]] = {
             lambda: (_running(), _raw_insert(state="running", claim_token="t2")),
         ),
     ],
+    "watchdog_job_cancellation_id_unique": [
+        ("one intent id on two jobs", _shared_intent),
+    ],
     "watchdog_job_delayed_unpositioned": [
         ("no position", lambda: _queued().update(position=None)),
         ("delayed with a position", lambda: _queued().update(delayed=True)),
@@ -182,3 +192,4 @@ def test_a_good_row_written_around_the_manager_is_accepted() -> None:
     """The raw-insert helper itself is sound: the failures above are the constraints'."""
     _raw_insert()
     assert Job.objects.filter(job_id="raw", state="queued").exists()
+

@@ -3,9 +3,11 @@ exactly-once reading on from cursors."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
@@ -195,6 +197,13 @@ class TestPartitions:
         assert drain(all_cursor)[0] == ["s1", "m2", "p1", "m3"]
 
 
+def _earlier(job_id: str) -> None:
+    """Move ``job_id``'s settlement a second back: two settles a test makes in a row may
+    share a timestamp (SQLite stamps whole milliseconds), and the order under test is the
+    order in time."""
+    Job.objects.filter(job_id=job_id).update(settled_at=F("settled_at") - timedelta(seconds=1))
+
+
 class TestLatestSettled:
     def test_none_before_anything_settles(self) -> None:
         wd.enqueue("a", queue="q")
@@ -212,3 +221,38 @@ class TestLatestSettled:
         _run("b")
         latest = wd.latest_settled("q")
         assert latest is not None and latest.job_id == "b" and latest.outcome == "completed"
+
+    # As the seed: the settled job enqueued last (highest position), not the one that
+    # settled last. The cases below are those where a later job overtakes an earlier one.
+
+    def test_a_higher_priority_job_that_overtook_stays_latest(self) -> None:
+        wd.enqueue("low", queue="q")
+        wd.enqueue("high", queue="q", priority=5)
+        _run("high")
+        _earlier("high")
+        _run("low")  # settles last, but was enqueued first
+        latest = wd.latest_settled("q")
+        assert latest is not None and latest.job_id == "high"
+
+    def test_a_cancelled_job_reached_before_its_predecessor_stays_latest(self) -> None:
+        wd.enqueue("first", queue="q")
+        wd.enqueue("second", queue="q")
+        first = claimed()
+        assert wd.cancel("second").status == "recorded"
+        assert Job.objects.claim().status == "cancelled"  # second, while first runs
+        _earlier("second")
+        Job.objects.settle("first", first.claim_token or "", DONE)
+        latest = wd.latest_settled("q")
+        assert latest is not None and latest.job_id == "second"
+        assert latest.outcome == "cancelled"
+
+    def test_a_recovered_job_that_runs_after_a_later_job_does_not_become_latest(self) -> None:
+        wd.enqueue("early", queue="q", max_recoveries=1)
+        token = claimed().claim_token or ""
+        wd.enqueue("late", queue="q", priority=5)
+        assert Job.objects.reconcile("early", token).status == "requeued"
+        _run("late")
+        _earlier("late")
+        _run("early")  # back in its old place, settles last
+        latest = wd.latest_settled("q")
+        assert latest is not None and latest.job_id == "late"
