@@ -39,11 +39,36 @@ def _sleep(job, seconds):
         time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
 
 
+def _started_pids():
+    """The pids that have recorded a start so far (complete lines only)."""
+    path = os.environ.get("WATCHDOG_TEST_LOG")
+    if not path or not os.path.exists(path):
+        return set()
+    with open(path) as log:
+        complete = log.read().rpartition("\n")[0]
+    return {json.loads(line)["pid"] for line in complete.splitlines() if line}
+
+
+def _await_pids(job, count, timeout=60.0):
+    """Hold the job until ``count`` processes have started jobs (or cancel, or timeout)."""
+    deadline = time.monotonic() + timeout
+    while len(_started_pids()) < count and not job.cancel_requested:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+
+
 @handler("t-record")
 def record(job):
-    """Sleep ``sleep`` seconds (``first_sleep`` on the first run), return ``result``."""
+    """Sleep ``sleep`` seconds (``first_sleep`` on the first run), return ``result``.
+
+    With ``await_pids: N``, the job is held after its start until N worker processes have
+    started jobs: a test that needs the work shared arranges it instead of hoping for it.
+    """
     payload = job.payload or {}
     _record(job, "start")
+    if "await_pids" in payload:
+        _await_pids(job, payload["await_pids"])
     seconds = payload.get("sleep", 0)
     if job.recovery_count == 0 and "first_sleep" in payload:
         seconds = payload["first_sleep"]
