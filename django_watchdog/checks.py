@@ -79,7 +79,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
 
 def check_operations(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """``RETENTION`` and ``SCHEDULES`` (ids E010, E011)."""
+    """``RETENTION``, ``SCHEDULES`` and ``ID_RETENTION`` (ids E010, E011, E013)."""
     from datetime import timedelta
 
     from .schedules import load
@@ -100,7 +100,33 @@ def check_operations(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
             )
         )
     errors.extend(checks.Error(problem, id="django_watchdog.E011") for problem in load()[1])
+    id_retention = configured.get("ID_RETENTION") if isinstance(configured, dict) else None
+    if id_retention is not None and not _period_covers(id_retention, retention):
+        errors.append(
+            checks.Error(
+                "WATCHDOG['ID_RETENTION'] must be None or a positive number of seconds "
+                "(or a timedelta), no shorter than RETENTION.",
+                hint="Pruned job ids are kept that long after their jobs settled.",
+                id="django_watchdog.E013",
+            )
+        )
     return errors
+
+
+def _period_covers(value: object, shorter: object) -> bool:
+    """Whether ``value`` is a positive period (seconds or a timedelta) and, if ``shorter``
+    is a period too, at least as long."""
+    from datetime import timedelta
+
+    def seconds(period: object) -> float | None:
+        if isinstance(period, timedelta):
+            return period.total_seconds()
+        if isinstance(period, int | float) and not isinstance(period, bool):
+            return float(period)
+        return None
+
+    length, floor = seconds(value), seconds(shorter)
+    return length is not None and length > 0 and (floor is None or length >= floor)
 
 
 def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

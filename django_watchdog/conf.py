@@ -32,6 +32,10 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_CHANNEL": "django_watchdog",
     # Settled jobs older than this (seconds or a timedelta) are pruned; None keeps them forever.
     "RETENTION": None,
+    # How long a pruned job's id stays taken after the job settled (seconds or a
+    # timedelta, at least RETENTION): enqueueing it again is a duplicate. None: an id is
+    # free again once its job is pruned (the idempotency window is RETENTION).
+    "ID_RETENTION": None,
     # Periodic schedules: name -> options of django_watchdog.schedules.schedule().
     "SCHEDULES": {},
 }

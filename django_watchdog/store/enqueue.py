@@ -16,7 +16,7 @@ from ..domain import validation
 from ..domain.errors import InvalidInput, JobConflict
 from ..domain.retries import RetryPolicy
 from ..domain.values import EnqueueResult
-from . import heads, rows, vendor
+from . import heads, pruned_ids, rows, vendor
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -263,6 +263,10 @@ def enqueue_many(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
     statements: a conflicting repeat (rare) undoes this call's rows by hand before
     ``JobConflict`` is raised, outside the block, leaving the caller's transaction usable.
     """
+    if pruned_ids.kept():
+        pruned = pruned_ids.duplicates(using, [new.job_id for new in batch])
+        if pruned:
+            return _beside_pruned(using, batch, pruned)
     now = timezone.now()
     delays = [new.run_after is not None and new.run_after > now for new in batch]
     with transaction.atomic(using=using, savepoint=heads.listening()):
@@ -279,6 +283,16 @@ def enqueue_many(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
     if isinstance(results, JobConflict):
         raise results  # outside the block: the caller's transaction stays usable
     return results
+
+
+def _beside_pruned(
+    using: str, batch: Sequence[NewJob], pruned: dict[str, EnqueueResult]
+) -> list[EnqueueResult]:
+    """Enqueue the jobs of ``batch`` whose ids were not pruned; the pruned ones are
+    duplicates (whatever their other arguments: the pruned job's are gone)."""
+    rest = [new for new in batch if new.job_id not in pruned]
+    written = iter(enqueue_many(using, rest) if rest else [])
+    return [pruned[new.job_id] if new.job_id in pruned else next(written) for new in batch]
 
 
 def _announce(using: str, jobs: Iterable[Job]) -> None:

@@ -112,10 +112,7 @@ class JobManager(models.Manager["Job"]):
         """The settled job of ``queue`` latest in its order (highest ``position``), as the
         seed's highest sequence: not the one that settled last, when a later job overtook."""
         return (
-            self.get_queryset()
-            .filter(queue=queue, state="settled")
-            .order_by("-position")
-            .first()
+            self.get_queryset().filter(queue=queue, state="settled").order_by("-position").first()
         )
 
     def has_pending_work(self, **filters: Any) -> bool:

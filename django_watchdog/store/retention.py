@@ -3,6 +3,10 @@
 A settled job is deleted only once the settled feed has released it: it has a feed position
 and that position is below the first pending job's (the *horizon*, which no feed reader of
 any lane partition passes). Jobs the feed still holds back wait for a later prune.
+
+A pruned job's id is free again (the idempotency window is the retention period) unless
+``ID_RETENTION`` is set: then the delete records the ids it frees (``store.pruned_ids``),
+and each pass forgets those whose ``ID_RETENTION`` has passed.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from django.db import transaction
 from django.db.models import Min
 
 from ..domain.states import PENDING_STATES, State
-from . import feed
+from . import feed, pruned_ids
 
 PRUNE_BATCH = 1_000
 
@@ -33,9 +37,14 @@ def prune_batches(
     finds nothing more to delete, or after ``max_batches``.
     """
     cutoff = now - older_than
+    forgotten = 0
+    while max_batches is None or forgotten < max_batches:
+        forgotten += 1
+        if pruned_ids.forget(using, now=now, batch_size=batch_size) < batch_size:
+            break
     done = 0
     while max_batches is None or done < max_batches:
-        deleted = prune_batch(using, cutoff=cutoff, batch_size=batch_size)
+        deleted = prune_batch(using, cutoff=cutoff, batch_size=batch_size, now=now)
         done += 1
         if not deleted:
             return
@@ -59,8 +68,9 @@ def prune(
     return sum(batches)
 
 
-def prune_batch(using: str, *, cutoff: datetime, batch_size: int) -> int:
-    """Delete up to ``batch_size`` released jobs settled before ``cutoff``, oldest feed first."""
+def prune_batch(using: str, *, cutoff: datetime, batch_size: int, now: datetime) -> int:
+    """Delete up to ``batch_size`` released jobs settled before ``cutoff``, oldest feed first
+    (recording their ids if ``ID_RETENTION`` is set, ``now`` being when)."""
     from ..models import Job
 
     jobs = Job.objects.using(using)
@@ -78,5 +88,6 @@ def prune_batch(using: str, *, cutoff: datetime, batch_size: int) -> int:
         ids = list(released.order_by("feed_position").values_list("pk", flat=True)[:batch_size])
         if not ids:
             return 0
+        pruned_ids.remember(using, ids, now=now)
         deleted, _ = jobs.filter(pk__in=ids, state=State.SETTLED).delete()
     return deleted

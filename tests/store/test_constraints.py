@@ -192,4 +192,3 @@ def test_a_good_row_written_around_the_manager_is_accepted() -> None:
     """The raw-insert helper itself is sound: the failures above are the constraints'."""
     _raw_insert()
     assert Job.objects.filter(job_id="raw", state="queued").exists()
-

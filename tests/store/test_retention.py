@@ -9,7 +9,7 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.engine.housekeeping import Housekeeping, retention
-from django_watchdog.models import Job
+from django_watchdog.models import Job, PrunedJob
 from django_watchdog.store.retention import prune, prune_batches
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -115,3 +115,56 @@ def test_workers_prune_periodically_when_retention_is_set():
     clock.mono += 120
     housekeeping.run_due()  # RETENTION unset: keep forever
     assert remaining() == ["kept"]
+
+
+# The idempotency window: without ID_RETENTION it is the retention period; with it, a
+# pruned job's id stays taken until ID_RETENTION after the job settled.
+
+
+def test_without_id_retention_a_pruned_job_id_enqueues_as_a_new_job():
+    run("receipt", days_ago=10)
+    assert prune("default", older_than=7 * DAY, now=timezone.now()) == 1
+    assert wd.enqueue("receipt", queue="receipt").status == "queued"
+    assert not PrunedJob.objects.exists()
+
+
+@override_settings(WATCHDOG={"RETENTION": 7 * DAY, "ID_RETENTION": 30 * DAY})
+def test_with_id_retention_a_pruned_job_id_is_a_duplicate():
+    run("receipt", days_ago=10, decision=Decision.failed("ValueError: x"))
+    assert prune("default", older_than=7 * DAY, now=timezone.now()) == 1
+    assert remaining() == []
+
+    again = wd.enqueue("receipt", queue="receipt", payload={"other": "arguments"})
+    assert again.status == "duplicate"
+    job = again.job
+    assert (job.pk, job.job_id, job.queue, job.lane) == (None, "receipt", "receipt", "default")
+    assert (job.state, job.outcome) == ("settled", "failed")
+    assert remaining() == [], "nothing was written"
+
+    results = wd.enqueue_many(
+        [{"job_id": "fresh", "queue": "q"}, {"job_id": "receipt", "queue": "receipt"}]
+    )
+    assert [r.status for r in results] == ["queued", "duplicate"]
+    assert remaining() == ["fresh"]
+
+
+@override_settings(WATCHDOG={"ID_RETENTION": 30 * DAY})
+def test_pruned_ids_are_forgotten_once_id_retention_has_passed():
+    run("recent", days_ago=10)
+    run("ancient", days_ago=40)  # already past ID_RETENTION when pruned
+    assert prune("default", older_than=7 * DAY, now=timezone.now()) == 2
+    assert list(PrunedJob.objects.values_list("job_id", flat=True)) == ["recent"]
+    later = timezone.now() + 25 * DAY  # "recent" settled 35 days before then
+    prune("default", older_than=7 * DAY, now=later)
+    assert not PrunedJob.objects.exists()
+    assert wd.enqueue("recent", queue="recent").status == "queued"
+    assert wd.enqueue("ancient", queue="ancient").status == "queued"
+
+
+def test_turning_id_retention_off_forgets_the_kept_ids():
+    with override_settings(WATCHDOG={"ID_RETENTION": 30 * DAY}):
+        run("receipt", days_ago=10)
+        prune("default", older_than=7 * DAY, now=timezone.now())
+    assert PrunedJob.objects.count() == 1
+    prune("default", older_than=7 * DAY, now=timezone.now())
+    assert not PrunedJob.objects.exists()

@@ -1,10 +1,12 @@
 """System checks of the WATCHDOG setting: each bad value names its check id."""
 
+from datetime import timedelta
+
 import pytest
 from django.test import override_settings
 
 from django_watchdog import checks
-from django_watchdog.checks import check_settings
+from django_watchdog.checks import check_operations, check_settings
 
 
 def ids(watchdog):
@@ -75,3 +77,19 @@ def test_the_sqlite_version_does_not_matter_without_sqlite(monkeypatch):
     postgres = {"ENGINE": "django.db.backends.postgresql", "NAME": "x"}
     with override_settings(DATABASES={"default": postgres}):
         assert checks.check_sqlite() == []
+
+
+@pytest.mark.parametrize(
+    ("watchdog", "expected"),
+    [
+        ({"ID_RETENTION": 3600}, []),
+        ({"RETENTION": 3600, "ID_RETENTION": timedelta(days=30)}, []),
+        ({"ID_RETENTION": 0}, ["django_watchdog.E013"]),
+        ({"ID_RETENTION": "30d"}, ["django_watchdog.E013"]),
+        ({"ID_RETENTION": True}, ["django_watchdog.E013"]),
+        ({"RETENTION": 7200, "ID_RETENTION": 3600}, ["django_watchdog.E013"]),
+    ],
+)
+def test_id_retention_is_a_period_no_shorter_than_retention(watchdog, expected):
+    with override_settings(WATCHDOG=watchdog):
+        assert [message.id for message in check_operations()] == expected
