@@ -211,3 +211,20 @@ def test_model_init_receivers_see_the_jobs_the_store_returns() -> None:
         post_init.disconnect(receiver, sender=Job)
     assert claimed.job is not None and claimed.job.job_id == "one"
     assert seen == ["one", "two", "one"]
+
+
+def test_lengths_count_code_points_not_utf16_units() -> None:
+    """256 astral characters are 256 code points (the documented rule) but 512 UTF-16
+    units, which the seed would refuse: both databases store and return them whole."""
+    longest = "\U0001f600" * 256
+    assert wd.enqueue(longest, queue=longest).status == "queued"
+    assert wd.cancel(longest, cancellation_id=longest).status == "recorded"
+    job = wd.get_job(longest)
+    assert job is not None
+    assert (job.job_id, job.queue, job.cancellation_id) == (longest, longest, longest)
+    assert wd.enqueue(longest, queue=longest).status == "duplicate"
+    with pytest.raises(wd.InvalidInput, match="job_id"):
+        wd.enqueue(longest + "\U0001f600", queue="q")
+    with pytest.raises(wd.InvalidInput, match="reason"):
+        wd.fail_lane("default", "\U0001f600" * 201)
+    assert wd.fail_lane("default", "\U0001f600" * 200).jobs[0].failure_reason == "\U0001f600" * 200
