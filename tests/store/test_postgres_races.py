@@ -272,3 +272,48 @@ def test_a_feed_read_with_nothing_to_number_leaves_the_clock_alone() -> None:
         release.set()
         holder.join(timeout=30)
     assert not errors, errors
+
+
+def test_two_cancels_racing_for_one_intent_id_on_two_queues_record_it_once() -> None:
+    """Two queues, two locks: only the unique index stands between the two cancels. The
+    second waits for the first's commit, then answers conflict (no raw IntegrityError)."""
+    wd.enqueue("a", queue="q1")
+    wd.enqueue("b", queue="q2")
+    entered, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+    second_result: list[str] = []
+
+    def first() -> None:
+        with transaction.atomic():
+            assert wd.cancel("a", cancellation_id="shared").status == "recorded"
+            entered.set()
+            assert release.wait(10), "the test never released the first cancel"
+
+    def second() -> None:
+        assert entered.wait(10)
+        second_result.append(wd.cancel("b", cancellation_id="shared").status)
+
+    threads = [in_background(first, errors), in_background(second, errors)]
+    try:
+        assert entered.wait(10)
+        waited = False
+        for _ in range(1000):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+                if cursor.fetchone()[0]:
+                    waited = True
+                    break
+            time.sleep(0.01)  # polling for the wait, not waiting for an outcome
+        assert waited, "the second cancel did not wait for the first's intent"
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert not errors, errors
+    assert second_result == ["conflict"]
+    intents = dict(Job.objects.values_list("job_id", "cancellation_id"))
+    assert intents == {"a": "shared", "b": None}
+    assert wd.cancel("b").status == "recorded", "b can still be cancelled"
