@@ -387,6 +387,8 @@ class StoreMachine(RuleBasedStateMachine):
             expected = "replayed" if job.cancellation_id == effective else "conflict"
         elif only_if_queued and job.state != "queued":
             expected = "conflict"
+        elif any(other.cancellation_id == effective for other in self.jobs.values()):
+            expected = "conflict"  # an intent id names one job's cancellation (as the seed)
         else:
             expected = "recorded"
             job.cancellation_id = effective
@@ -670,6 +672,15 @@ class StoreMachine(RuleBasedStateMachine):
                 j.retry_at is not None and partition.holds(j.lane) for j in self.jobs.values()
             )
             assert store.retries_pending(WORKER_LANES[name]) == pending
+
+    @invariant()
+    def latest_settled_match(self) -> None:
+        """As the seed: the settled job latest in its queue's order, not the last to settle."""
+        for queue in QUEUES:
+            settled = [j for j in self.jobs.values() if j.queue == queue and j.state == "settled"]
+            latest = max(settled, key=lambda j: j.position or 0, default=None)
+            found = wd.latest_settled(queue)
+            assert (found.job_id if found else None) == (latest.job_id if latest else None)
 
     @invariant()
     def heads_match(self) -> None:
