@@ -142,10 +142,12 @@ class Job(models.Model):
                 condition=Q(state=RUNNING),
                 name="watchdog_job_one_running_per_queue",
             ),
-            # As the seed's column: one intent id names one job's cancellation (NULLs
-            # are distinct on both databases, so jobs without an intent are not held).
+            # As the seed's column: one intent id names one job's cancellation. Partial,
+            # so an enqueue (no intent) writes no entry to this index.
             models.UniqueConstraint(
-                fields=("cancellation_id",), name="watchdog_job_cancellation_id_unique"
+                fields=("cancellation_id",),
+                condition=Q(cancellation_id__isnull=False),
+                name="watchdog_job_cancellation_id_unique",
             ),
         )
         indexes = (

@@ -73,7 +73,7 @@ class Migration(migrations.Migration):
         migrations.RunPython(fit_intents, migrations.RunPython.noop, elidable=True),
         migrations.AddConstraint(
             model_name='job',
-            constraint=models.UniqueConstraint(fields=('cancellation_id',), name='watchdog_job_cancellation_id_unique'),
+            constraint=models.UniqueConstraint(condition=models.Q(('cancellation_id__isnull', False)), fields=('cancellation_id',), name='watchdog_job_cancellation_id_unique'),
         ),
         migrations.AddIndex(
             model_name='prunedjob',
