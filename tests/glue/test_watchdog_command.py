@@ -139,6 +139,9 @@ def test_fail_lane_loops_until_done_printing_progress():
 
 
 def test_destructive_actions_refuse_without_a_terminal_or_yes():
+    wd.enqueue("old", queue="done")
+    settle("old")
+    Job.objects.filter(job_id="old").update(settled_at=timezone.now() - timedelta(days=2))
     wd.enqueue("m", queue="q", lane="mail")
     with pytest.raises(CommandError, match="--yes"):
         watchdog("fail-lane", "mail", "--reason", "r")
@@ -147,12 +150,14 @@ def test_destructive_actions_refuse_without_a_terminal_or_yes():
     with pytest.raises(CommandError, match="--yes"):
         watchdog("prune", "--older-than", "1d")
     assert Job.objects.get(job_id="m").state == "queued"
+    assert Job.objects.filter(job_id="old").exists()
 
 
 def test_confirmation_on_a_terminal():
     wd.enqueue("m", queue="q")
-    with pytest.raises(CommandError, match="cancelled"):
-        watchdog("purge", "q", stdin=Terminal("n\n"))
+    out = watchdog("purge", "q", stdin=Terminal("n\n"))  # "no" is not an error: exit 0
+    assert "Delete 1 queued jobs of queue 'q'? [y/N]" in out
+    assert "nothing changed" in out
     assert Job.objects.filter(job_id="m").exists()
     out = watchdog("purge", "q", stdin=Terminal("y\n"))
     assert "Delete 1 queued jobs of queue 'q'? [y/N]" in out
@@ -211,6 +216,55 @@ def test_prune_uses_older_than_or_the_retention_setting():
     with override_settings(WATCHDOG={"RETENTION": 3600}):
         assert "1 settled jobs pruned" in watchdog("prune", "--yes")
     assert not Job.objects.exists()
+
+
+def test_every_prompt_shows_its_count_and_no_changes_nothing():
+    for n in range(3):
+        wd.enqueue(f"s{n}", queue=f"s{n}")
+        settle(f"s{n}")
+    Job.objects.update(settled_at=timezone.now() - timedelta(days=9))
+    for n in range(2):
+        wd.enqueue(f"m{n}", queue="q", lane="mail")
+    before = sorted(Job.objects.values_list("job_id", "state", "outcome"))
+
+    out = watchdog("prune", "--older-than", "7d", stdin=Terminal("n\n"))
+    assert "Delete 3 settled jobs settled more than 7d00h ago? [y/N]" in out
+    assert "nothing changed" in out
+    out = watchdog("fail-lane", "mail", "--reason", "r", stdin=Terminal("no\n"))
+    assert "Fail 2 queued and running jobs of lane 'mail' ('r')? [y/N]" in out
+    assert "nothing changed" in out
+    out = watchdog("purge", "q", stdin=Terminal("\n"))
+    assert "Delete 2 queued jobs of queue 'q'? [y/N]" in out
+    assert "nothing changed" in out
+    assert sorted(Job.objects.values_list("job_id", "state", "outcome")) == before
+
+    assert "nothing changed" in watchdog("prune", "--older-than", "30d", stdin=Terminal("y\n"))
+    with pytest.raises(CommandError, match="Delete 3 settled jobs.*--yes"):
+        watchdog("prune", "--older-than", "7d")  # no terminal: refused, the count said
+
+
+@pytest.mark.parametrize("bare", ["1", "30", "1.5", " 7 "])
+def test_prune_refuses_an_age_without_a_unit(bare):
+    """``--older-than 1 --yes`` once deleted every settled job: a bare number meant seconds."""
+    wd.enqueue("kept", queue="q")
+    settle("kept")
+    with pytest.raises(CommandError, match=r"has no unit.*d \(days\)"):
+        watchdog("prune", "--older-than", bare, "--yes")
+    assert Job.objects.filter(job_id="kept").exists()
+
+
+def test_prune_help_names_the_units_and_the_prompt():
+    from django_watchdog.management.commands.watchdog import Command
+
+    parser = Command().create_parser("manage.py", "watchdog")
+    (actions,) = [a for a in parser._actions if a.dest == "action"]  # noqa: SLF001
+    help_text = " ".join(actions.choices["prune"].format_help().split())
+    assert "A bare number is refused" in help_text
+    for unit in ("s (seconds)", "m (minutes)", "h (hours)", "d (days)", "w (weeks)"):
+        assert unit in help_text
+    assert "saying how many jobs will go" in help_text
+    overview = " ".join(parser.format_help().split())
+    assert "answering no changes nothing and exits 0" in overview
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from datetime import timedelta
@@ -22,8 +23,17 @@ from ...ops import status as status_view
 from ...ops.tables import ago, parse_age
 from ...store import retention as store_retention
 
+#: The units ``--older-than`` accepts, as its help and its refusal name them.
+AGE_UNITS = "s (seconds), m (minutes), h (hours), d (days), w (weeks), or ISO 8601 such as P7D"
+_BARE_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
+
 
 def _age(text: str) -> timedelta:
+    """An age with its unit: a bare number is refused, never read as seconds."""
+    if _BARE_NUMBER.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no unit: write e.g. {text.strip()}d; accepted units: {AGE_UNITS}"
+        )
     try:
         return parse_age(text)
     except ValueError as error:
@@ -43,7 +53,9 @@ def _batch_size(text: str) -> int:
 class Command(BaseCommand):
     help = (
         "Inspect and operate the watchdog job tables: status, cancel, fail-lane, purge, "
-        "recover, prune. Destructive actions ask for confirmation unless --yes."
+        "recover, prune. Destructive actions (fail-lane, purge, prune) say how many jobs "
+        "they will change and ask for confirmation unless --yes; answering no changes "
+        "nothing and exits 0."
     )
     # call_command(..., stdin=...) for tests, as createsuperuser takes it.
     stealth_options = ("stdin",)
@@ -76,13 +88,19 @@ class Command(BaseCommand):
 
         actions.add_parser("recover", help="Reconcile running jobs whose worker disappeared, now.")
 
-        prune = actions.add_parser("prune", help="Delete settled jobs older than an age.")
+        prune = actions.add_parser(
+            "prune",
+            help="Delete settled jobs older than an age.",
+            description="Delete settled jobs that settled more than AGE ago, in batches. "
+            "Asks first, saying how many jobs will go (unless --yes).",
+        )
         prune.add_argument(
             "--older-than",
             type=_age,
             default=None,
             metavar="AGE",
-            help="e.g. 30d, 12h, 90m, P7D (default WATCHDOG['RETENTION']).",
+            help=f"A number with its unit, e.g. 30d, 12h, 90m, P7D; units: {AGE_UNITS}. "
+            "A bare number is refused. Default: WATCHDOG['RETENTION'].",
         )
         prune.add_argument(
             "--batch-size",
@@ -157,9 +175,10 @@ class Command(BaseCommand):
         if not count:
             self.stdout.write(f"lane {lane!r} has no queued or running jobs")
             return
-        self._confirm(
+        if not self._confirm(
             options, f"Fail {count} queued and running jobs of lane {lane!r} ({reason!r})?"
-        )
+        ):
+            return
         total = 0
         while True:
             failure = api.fail_lane(lane, reason, using=using)
@@ -180,7 +199,8 @@ class Command(BaseCommand):
         if not count:
             self.stdout.write(f"queue {queue!r} has no queued jobs")
             return
-        self._confirm(options, f"Delete {count} queued jobs of queue {queue!r}?")
+        if not self._confirm(options, f"Delete {count} queued jobs of queue {queue!r}?"):
+            return
         deleted = api.purge_queued(queue, using=using)
         self.stdout.write(f"queue {queue!r}: {deleted} queued jobs deleted")
 
@@ -203,17 +223,24 @@ class Command(BaseCommand):
         )
 
     def prune(self, using: str, options: dict[str, Any]) -> None:
+        from ...models import Job
+
         age = options["older_than"] or retention()
         if age is None:
             raise CommandError(
                 "prune needs --older-than AGE (e.g. 30d) or WATCHDOG['RETENTION'] set"
             )
-        self._confirm(
-            options, f"Delete settled jobs that settled more than {ago(age.total_seconds())} ago?"
-        )
+        now = timezone.now()
+        older = f"settled more than {ago(age.total_seconds())} ago"
+        count = Job.objects.using(using).filter(state="settled", settled_at__lt=now - age).count()
+        if not count:
+            self.stdout.write(f"no jobs {older}: nothing changed")
+            return
+        if not self._confirm(options, f"Delete {count} settled jobs {older}?"):
+            return
         total = 0
         for deleted in store_retention.prune_batches(
-            using, older_than=age, now=timezone.now(), batch_size=options["batch_size"]
+            using, older_than=age, now=now, batch_size=options["batch_size"]
         ):
             total += deleted
             self.stdout.write(f"deleted {deleted} jobs ({total} so far)")
@@ -221,10 +248,15 @@ class Command(BaseCommand):
 
     # -- confirmation --------------------------------------------------------------------
 
-    def _confirm(self, options: dict[str, Any], question: str) -> None:
-        """Ask on a terminal unless ``--yes``; refuse without a terminal to ask on."""
+    def _confirm(self, options: dict[str, Any], question: str) -> bool:
+        """Whether to go ahead: ``--yes``, or "y" typed on a terminal.
+
+        ``question`` says how many jobs will change. Without ``--yes`` and without a terminal
+        to ask on, refuse (a ``CommandError``: exit 1). Any answer but yes prints "nothing
+        changed" and returns ``False``: the caller changes nothing and the command exits 0.
+        """
         if options.get("yes"):
-            return
+            return True
         if not _is_tty(self.stdin):
             raise CommandError(
                 f"{question} Not confirmed: pass --yes to run without a terminal to ask on."
@@ -232,8 +264,10 @@ class Command(BaseCommand):
         self.stdout.write(f"{question} [y/N] ", ending="")
         self.stdout.flush()
         answer = self.stdin.readline().strip().lower()
-        if answer not in ("y", "yes"):
-            raise CommandError("cancelled: nothing was changed")
+        if answer in ("y", "yes"):
+            return True
+        self.stdout.write("not confirmed: nothing changed")
+        return False
 
 
 def _is_tty(stream: TextIO) -> bool:
