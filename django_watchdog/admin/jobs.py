@@ -22,6 +22,7 @@ from ..models import Job, Worker
 from ..store.estimates import bounded_count
 from . import confirmation, display
 from .base import ReadOnlyAdmin
+from .dashboard import DashboardMixin
 
 #: Lanes offered by the lane filter are read from the pending jobs' index up to this many.
 LANE_CHOICES_LIMIT = 50
@@ -93,7 +94,7 @@ class FailLaneForm(forms.Form):
 
 
 @admin.register(Job)
-class JobAdmin(ReadOnlyAdmin):
+class JobAdmin(DashboardMixin, ReadOnlyAdmin):
     list_display = (
         "job_id",
         "queue",

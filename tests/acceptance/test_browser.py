@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection, connections
+from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
@@ -142,6 +143,49 @@ def test_admin_list_filter_detail_and_cancel(live_server, browser_page):
     shot(page, "admin-cancel-done")
     assert Job.objects.get(job_id="invoice-2").cancellation_id == "cancel:invoice-2"
     assert wd.queue_head("customer-2").cancellation_requested
+
+
+def test_dashboard_draws_charts_for_real_data(live_server, browser_page):
+    """From the app index to the dashboard: charts for settled, failed and queued jobs, and
+    nothing fetched from anywhere but the site itself."""
+    from playwright.sync_api import expect
+
+    from django_watchdog.models import Worker
+
+    User.objects.create_superuser("boss", "boss@example.com", "s3cret-pass")
+    _seed_jobs()  # mail: 1 completed, 1 queued; reports: 1 queued
+    wd.enqueue("invoice-3", queue="customer-3", lane="mail")
+    claim = Job.objects.claim(lanes=["mail"], worker_id="browser-test")
+    assert claim.job.job_id == "invoice-2"
+    Job.objects.settle("invoice-2", claim.claim_token, Decision.failed("ValueError: no"))
+    now = timezone.now()
+    Worker.objects.create(
+        worker_id="w-live", host="box", pid=1, lanes=["mail"], started_at=now, heartbeat_at=now
+    )
+    page = browser_page
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+
+    page.goto(live_server.url + "/admin/login/?next=/admin/django_watchdog/")
+    page.fill("#id_username", "boss")
+    page.fill("#id_password", "s3cret-pass")
+    page.click("input[type=submit]")
+    page.click(".watchdog-dashboard-link a")
+    expect(page.locator("h1")).to_contain_text("Watchdog dashboard")
+    mail = page.locator("tr.watchdog-lane[data-lane='mail']")
+    expect(mail.locator("svg.watchdog-throughput")).to_have_count(2)
+    expect(mail.locator("svg.watchdog-throughput").first).to_have_attribute(
+        "aria-label", "lane mail, last hour: 2 settled, 1 failed"
+    )
+    expect(mail.locator("svg.watchdog-throughput rect.failed")).to_have_count(2)
+    expect(page.locator("#watchdog-hour svg rect.completed")).to_have_count(1)
+    reports = page.locator("tr.watchdog-lane[data-lane='reports']")
+    expect(reports).to_contain_text("none")  # no live worker serves the reports lane
+    expect(page.locator("#watchdog-workers")).to_contain_text("w-live")
+    box = mail.locator("svg.watchdog-throughput").first.bounding_box()
+    assert box is not None and box["width"] > 100 and box["height"] > 20  # drawn, not hidden
+    shot(page, "admin-dashboard")
+    assert [url for url in requested if not url.startswith(live_server.url)] == []
 
 
 # The example project: its own web server and worker processes.

@@ -1,4 +1,4 @@
-"""The job admin on a large table: no whole-table counts, and each page stays fast.
+"""The job admin and dashboard on a large table: no whole-table counts, each page stays fast.
 
 ``WATCHDOG_ADMIN_SCALE_ROWS`` sets the table size (default 200,000, a few seconds to
 generate). The figures in the project notes come from a run with 1,000,000 rows::
@@ -107,6 +107,7 @@ def test_job_admin_on_a_large_table(admin_client):
         "job detail": detail,
         "queue list": reverse("admin:django_watchdog_queue_changelist"),
         "worker list": reverse("admin:django_watchdog_worker_changelist"),
+        "dashboard": reverse("admin:django_watchdog_dashboard"),
     }
     report = [f"{ROWS:,} job rows generated in {generated:.1f}s"]
     for name, url in pages.items():

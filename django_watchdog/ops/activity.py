@@ -1,0 +1,246 @@
+"""What the admin dashboard shows: throughput, failures, backlog and live workers, by lane.
+
+Every figure comes from a fixed number of bounded queries, whatever the table holds:
+
+- Throughput counts the settled jobs of the last day among the newest ``SCAN_JOBS`` jobs by
+  primary key (a range scan of the primary key, never the whole table; ``settled_at`` has no
+  index of its own). A job enqueued before that window but settled inside it is not counted;
+  ``Activity.scan_cut`` says when the window was cut.
+- Backlog is counted with GROUP BY over the pending rows (the partial index
+  ``watchdog_job_lane_pending``), the oldest ready job over the ready rows (at most one per
+  queue, plus queued jobs with a recorded cancellation).
+- Workers are the rows with a heartbeat within ``WORKER_TIMEOUT``, their running jobs counted
+  over the running rows (``watchdog_job_running``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db.models import Count, Max, Min
+from django.db.models.functions import TruncHour, TruncMinute
+
+from ..conf import setting
+from ..domain.states import PENDING_STATES, Outcome, State
+
+#: How many of the newest jobs (by primary key) the throughput charts read at most.
+SCAN_JOBS = 100_000
+#: Live workers listed by name (the busiest first); the rest are only counted.
+WORKERS_SHOWN = 50
+#: The hour in 12 buckets of 5 minutes, the day in 24 buckets of an hour (oldest first).
+HOUR_BUCKETS, HOUR_STEP = 12, timedelta(minutes=5)
+DAY_BUCKETS, DAY_STEP = 24, timedelta(hours=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bucket:
+    """Jobs settled in ``[start, start + step)``: completed, failed and cancelled."""
+
+    start: datetime
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.completed + self.failed + self.cancelled
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaneActivity:
+    """One lane: its settled jobs per bucket over the hour and the day, and its backlog."""
+
+    lane: str
+    hour: list[Bucket]
+    day: list[Bucket]
+    queued: int = 0
+    running: int = 0
+    ready: int = 0
+    oldest_ready_age_s: float | None = None
+    live_workers: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveWorker:
+    worker_id: str
+    host: str
+    pid: int
+    lanes: list[str]
+    exclude_lanes: list[str]
+    concurrency: int
+    running: int
+    heartbeat_age_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Activity:
+    """A snapshot for the dashboard, read at ``at``; ``hour`` and ``day`` sum all lanes."""
+
+    at: datetime
+    hour: list[Bucket]
+    day: list[Bucket]
+    lanes: list[LaneActivity]
+    workers: list[LiveWorker]
+    live_workers: int
+    scan_cut: bool
+    scanned_from_id: int
+    hour_step: timedelta = HOUR_STEP
+    day_step: timedelta = DAY_STEP
+
+
+def total(buckets: Sequence[Bucket]) -> Bucket:
+    """The sum of ``buckets``, starting where the first starts."""
+    return Bucket(
+        start=buckets[0].start,
+        completed=sum(b.completed for b in buckets),
+        failed=sum(b.failed for b in buckets),
+        cancelled=sum(b.cancelled for b in buckets),
+    )
+
+
+def collect(using: str, *, now: datetime) -> Activity:
+    """Read the dashboard's figures with seven queries, however many jobs, lanes and workers."""
+    from ..models import Job, Worker
+
+    jobs = Job.objects.using(using).order_by()
+    newest = jobs.aggregate(last=Max("pk"))["last"]
+    hour_start = _floor(now, HOUR_STEP) - HOUR_STEP * (HOUR_BUCKETS - 1)
+    day_start = _floor(now, DAY_STEP) - DAY_STEP * (DAY_BUCKETS - 1)
+    first_id = max(1, (newest or 0) - SCAN_JOBS + 1)
+    hour: dict[str, dict[datetime, dict[str, int]]] = defaultdict(dict)
+    day: dict[str, dict[datetime, dict[str, int]]] = defaultdict(dict)
+    recent = jobs.filter(pk__gte=first_id, state=State.SETTLED)
+    for target, start, trunc in (
+        (hour, hour_start, TruncMinute("settled_at", tzinfo=UTC)),
+        (day, day_start, TruncHour("settled_at", tzinfo=UTC)),
+    ):
+        rows = (
+            recent.filter(settled_at__gte=start)
+            .annotate(at=trunc)
+            .values("lane", "outcome", "at")
+            .annotate(n=Count("pk"))
+            .values_list("lane", "outcome", "at", "n")
+        )
+        for lane, outcome, at, n in rows:
+            slot = target[lane].setdefault(at, {})
+            slot[str(outcome)] = slot.get(str(outcome), 0) + n
+
+    backlog: dict[str, dict[str, int]] = defaultdict(dict)
+    for lane, state, n in (
+        jobs.filter(state__in=PENDING_STATES)
+        .values("lane", "state")
+        .annotate(n=Count("pk"))
+        .values_list("lane", "state", "n")
+    ):
+        backlog[lane][state] = n
+    oldest: dict[str, datetime] = {}
+    for lane, n, first in (
+        jobs.filter(state=State.QUEUED, ready=True)
+        .values("lane")
+        .annotate(n=Count("pk"), first=Min("enqueued_at"))
+        .values_list("lane", "n", "first")
+    ):
+        backlog[lane]["ready"] = n
+        oldest[lane] = first
+
+    timeout = timedelta(seconds=float(setting("WORKER_TIMEOUT")))
+    live_rows = Worker.objects.using(using).filter(heartbeat_at__gte=now - timeout)
+    live = list(live_rows.order_by("worker_id"))
+    running_by = dict(
+        jobs.filter(state=State.RUNNING, claimed_by__in=live_rows.values("worker_id"))
+        .values("claimed_by")
+        .annotate(n=Count("pk"))
+        .values_list("claimed_by", "n")
+    )
+    workers = sorted(
+        (
+            LiveWorker(
+                worker_id=w.worker_id,
+                host=w.host,
+                pid=w.pid,
+                lanes=list(w.lanes or []),
+                exclude_lanes=list(w.exclude_lanes or []),
+                concurrency=w.concurrency,
+                running=running_by.get(w.worker_id, 0),
+                heartbeat_age_s=max(0.0, (now - w.heartbeat_at).total_seconds()),
+            )
+            for w in live
+        ),
+        key=lambda w: (-w.running, w.worker_id),
+    )
+
+    lanes = [
+        LaneActivity(
+            lane=lane,
+            hour=_buckets(hour[lane], hour_start, HOUR_STEP, HOUR_BUCKETS),
+            day=_buckets(day[lane], day_start, DAY_STEP, DAY_BUCKETS),
+            queued=backlog[lane].get(State.QUEUED.value, 0),
+            running=backlog[lane].get(State.RUNNING.value, 0),
+            ready=backlog[lane].get("ready", 0),
+            oldest_ready_age_s=(
+                None if lane not in oldest else max(0.0, (now - oldest[lane]).total_seconds())
+            ),
+            live_workers=sum(1 for w in workers if serves(w, lane)),
+        )
+        for lane in sorted(set(hour) | set(day) | set(backlog))
+    ]
+    return Activity(
+        at=now,
+        hour=_all_lanes([lane.hour for lane in lanes], hour_start, HOUR_STEP, HOUR_BUCKETS),
+        day=_all_lanes([lane.day for lane in lanes], day_start, DAY_STEP, DAY_BUCKETS),
+        lanes=lanes,
+        workers=workers[:WORKERS_SHOWN],
+        live_workers=len(workers),
+        scan_cut=first_id > 1,
+        scanned_from_id=first_id,
+    )
+
+
+def serves(worker: LiveWorker, lane: str) -> bool:
+    """Whether ``worker`` claims from ``lane`` (all lanes unless it names some)."""
+    if lane in worker.exclude_lanes:
+        return False
+    return not worker.lanes or lane in worker.lanes
+
+
+def _floor(moment: datetime, step: timedelta) -> datetime:
+    """The start of the ``step``-long bucket holding ``moment`` (in UTC)."""
+    moment = moment.astimezone(UTC)
+    seconds = int(step.total_seconds())
+    epoch = int(moment.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
+
+
+def _buckets(
+    counts: dict[datetime, dict[str, int]], start: datetime, step: timedelta, n: int
+) -> list[Bucket]:
+    """``n`` buckets from ``start``; ``counts`` is keyed by minute or hour, summed in."""
+    sums = [{"completed": 0, "failed": 0, "cancelled": 0} for _ in range(n)]
+    for at, outcomes in counts.items():
+        index = int((at.astimezone(UTC) - start) / step)
+        if not 0 <= index < n:
+            continue
+        for outcome, count in outcomes.items():
+            sums[index][_kind(outcome)] += count
+    return [Bucket(start=start + step * i, **sums[i]) for i in range(n)]
+
+
+def _all_lanes(
+    per_lane: list[list[Bucket]], start: datetime, step: timedelta, n: int
+) -> list[Bucket]:
+    """Bucket by bucket, the sum over lanes (which share their bucket starts)."""
+    return [
+        total([lane[i] for lane in per_lane]) if per_lane else Bucket(start=start + step * i)
+        for i in range(n)
+    ]
+
+
+def _kind(outcome: str) -> str:
+    if outcome == Outcome.COMPLETED:
+        return "completed"
+    if outcome == Outcome.CANCELLED:
+        return "cancelled"
+    return "failed"
