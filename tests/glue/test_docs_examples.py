@@ -5,7 +5,8 @@ on one page run in order, in one namespace, on a fresh database, after that sess
 below (the state the page assumes: jobs an earlier step created, names the reader's own code
 would define). A ``pycon`` block is a doctest: its printed results are checked. A ``python``
 block must run without raising; the ``test_*`` functions it defines are then called, each
-on an empty job table. Blocks
+on an empty job table, and a ``WATCHDOG`` settings dict it defines must pass watchdog's
+system checks. Blocks
 without the marker (settings, models of the reader's app, a worker loop) are not run.
 """
 
@@ -19,9 +20,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 import django_watchdog as wd
-from django_watchdog import handlers
+from django_watchdog import checks, handlers, schedules
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
 
@@ -97,6 +99,8 @@ SETUPS: dict[str, Callable[[], dict[str, Any]]] = {
     "how-to/settled-feed.md:how-to": _settled_feed,
     "how-to/delays-retries-timeouts.md:how-to": _delays,
     "how-to/recover.md:how-to": dict,
+    "how-to/schedules.md:how-to": dict,
+    "how-to/operations.md:how-to": dict,
 }
 
 
@@ -107,16 +111,18 @@ def test_the_pages_keep_their_runnable_examples():
 
 
 @pytest.fixture
-def clean_handlers():
-    """Handlers a page registers are forgotten after its test."""
-    before = handlers.registered()
+def clean_registries():
+    """Handlers and schedules a page registers are forgotten after its test."""
+    lanes, names = handlers.registered(), schedules.registered()
     yield
-    for lane in set(handlers.registered()) - set(before):
+    for lane in set(handlers.registered()) - set(lanes):
         handlers.unregister(lane)
+    for name in set(schedules.registered()) - set(names):
+        schedules.unregister(name)
 
 
 @pytest.mark.parametrize("session", sorted(SETUPS))
-def test_documented_code_runs(session, clean_handlers):
+def test_documented_code_runs(session, clean_registries):
     namespace: dict[str, Any] = {"__name__": "docs_example", **SETUPS[session]()}
     page = session.split(":")[0]
     for kind, code, line in sessions()[session]:
@@ -134,3 +140,7 @@ def test_documented_code_runs(session, clean_handlers):
         if name.startswith("test_") and callable(function):
             Job.objects.all().delete()  # a test the page shows starts from an empty table
             function(None)
+    if "WATCHDOG" in namespace:
+        with override_settings(WATCHDOG=namespace["WATCHDOG"]):
+            problems = checks.check_settings() + checks.check_operations()
+        assert [str(problem) for problem in problems] == []
