@@ -9,6 +9,7 @@ come from ``ops.activity`` (a fixed number of bounded queries) and its charts fr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import django
@@ -21,7 +22,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from ..ops import activity
-from ..ops.activity import Activity, Bucket
+from ..ops.activity import Activity, Bucket, LaneActivity, LiveWorker
 from . import charts, display
 from .charts import Meter
 
@@ -98,104 +99,121 @@ class DashboardMixin(_AdminBase):
 def charts_for(snapshot: Activity) -> dict[str, Any]:
     """The dashboard's charts and rows; lanes share one scale per chart so they compare."""
     lanes = snapshot.lanes
-    hour_peak = max((b.total for lane in lanes for b in lane.hour), default=0)
-    day_peak = max((b.total for lane in lanes for b in lane.day), default=0)
-    backlog_peak = max((lane.queued + lane.running for lane in lanes), default=0)
-    age_peak = max((lane.oldest_ready_age_s or 0.0 for lane in lanes), default=0.0)
-    rows = []
-    for lane in lanes:
-        waiting = max(lane.queued - lane.ready, 0)
-        oldest = display.duration(lane.oldest_ready_age_s)
-        rows.append(
-            LaneRow(
-                lane=lane.lane,
-                hour_chart=charts.throughput(
-                    lane.hour,
-                    step=snapshot.hour_step,
-                    label=_("lane %(lane)s, last hour") % {"lane": lane.lane},
-                    time_format="%H:%M",
-                    peak=hour_peak,
-                ),
-                day_chart=charts.throughput(
-                    lane.day,
-                    step=snapshot.day_step,
-                    label=_("lane %(lane)s, last day") % {"lane": lane.lane},
-                    time_format="%H:%M",
-                    peak=day_peak,
-                ),
-                hour=activity.total(lane.hour),
-                day=activity.total(lane.day),
-                queued=lane.queued,
-                ready=lane.ready,
-                running=lane.running,
-                backlog_chart=charts.meter(
-                    [
-                        Meter(
-                            value=lane.running,
-                            colour=RUNNING_COLOUR,
-                            text=f"{lane.running} running",
-                        ),
-                        Meter(value=lane.ready, colour=READY_COLOUR, text=f"{lane.ready} ready"),
-                        Meter(value=waiting, colour=QUEUED_COLOUR, text=f"{waiting} waiting"),
-                    ],
-                    scale=backlog_peak,
-                    label=_("lane %(lane)s backlog: %(queued)d queued, %(running)d running")
-                    % {"lane": lane.lane, "queued": lane.queued, "running": lane.running},
-                ),
-                oldest_ready=oldest,
-                oldest_chart=charts.meter(
-                    [
-                        Meter(
-                            value=lane.oldest_ready_age_s or 0.0,
-                            colour=AGE_COLOUR,
-                            text=f"oldest ready job waiting {oldest}",
-                        )
-                    ],
-                    scale=age_peak,
-                    label=_("lane %(lane)s: oldest ready job waiting %(age)s")
-                    % {"lane": lane.lane, "age": oldest},
-                ),
-                live_workers=lane.live_workers,
-            )
-        )
-    workers = [
-        WorkerRow(
-            worker_id=w.worker_id,
-            host=w.host,
-            pid=w.pid,
-            lanes=", ".join(w.lanes)
-            or _("all lanes") + (f" (not {', '.join(w.exclude_lanes)})" if w.exclude_lanes else ""),
-            running=w.running,
-            concurrency=w.concurrency,
-            load_chart=charts.meter(
-                [Meter(value=w.running, colour=RUNNING_COLOUR, text=f"{w.running} running")],
-                scale=w.concurrency,
-                label=_("%(worker)s: %(running)d of %(slots)d slots busy")
-                % {"worker": w.worker_id, "running": w.running, "slots": w.concurrency},
-                width=120,
-            ),
-            heartbeat=display.duration(w.heartbeat_age_s),
-        )
-        for w in snapshot.workers
-    ]
-    totals = {
-        name: charts.throughput(
-            buckets,
-            step=step,
-            label=_("all lanes, last %(span)s") % {"span": name},
-            time_format="%H:%M",
-            width=480,
-            height=96,
-        )
-        for name, buckets, step in (
-            ("hour", snapshot.hour, snapshot.hour_step),
-            ("day", snapshot.day, snapshot.day_step),
-        )
-    }
+    scales = _Scales(
+        hour=max((b.total for lane in lanes for b in lane.hour), default=0),
+        day=max((b.total for lane in lanes for b in lane.day), default=0),
+        backlog=max((lane.queued + lane.running for lane in lanes), default=0),
+        age=max((lane.oldest_ready_age_s or 0.0 for lane in lanes), default=0.0),
+    )
     return {
-        "lane_rows": rows,
-        "worker_rows": workers,
-        "total_charts": totals,
+        "lane_rows": [_lane_row(lane, snapshot, scales) for lane in lanes],
+        "worker_rows": [_worker_row(worker) for worker in snapshot.workers],
+        "total_charts": {
+            "hour": _big(snapshot.hour, snapshot.hour_step, _("all lanes, last hour")),
+            "day": _big(snapshot.day, snapshot.day_step, _("all lanes, last day")),
+        },
         "hour_total": activity.total(snapshot.hour),
         "day_total": activity.total(snapshot.day),
     }
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Scales:
+    """What the full height or width of each lane chart stands for: the busiest lane's."""
+
+    hour: int
+    day: int
+    backlog: int
+    age: float
+
+
+def _lane_row(lane: LaneActivity, snapshot: Activity, scales: _Scales) -> LaneRow:
+    names = {"lane": lane.lane}
+    waiting = max(lane.queued - lane.ready, 0)
+    oldest = display.duration(lane.oldest_ready_age_s)
+    return LaneRow(
+        lane=lane.lane,
+        hour_chart=charts.throughput(
+            lane.hour,
+            step=snapshot.hour_step,
+            label=_("lane %(lane)s, last hour") % names,
+            time_format="%H:%M",
+            peak=scales.hour,
+        ),
+        day_chart=charts.throughput(
+            lane.day,
+            step=snapshot.day_step,
+            label=_("lane %(lane)s, last day") % names,
+            time_format="%H:%M",
+            peak=scales.day,
+        ),
+        hour=activity.total(lane.hour),
+        day=activity.total(lane.day),
+        queued=lane.queued,
+        ready=lane.ready,
+        running=lane.running,
+        backlog_chart=charts.meter(
+            [
+                Meter(value=lane.running, colour=RUNNING_COLOUR, text=_running(lane.running)),
+                Meter(
+                    value=lane.ready,
+                    colour=READY_COLOUR,
+                    text=_("%(n)d ready") % {"n": lane.ready},
+                ),
+                Meter(
+                    value=waiting, colour=QUEUED_COLOUR, text=_("%(n)d waiting") % {"n": waiting}
+                ),
+            ],
+            scale=scales.backlog,
+            label=_("lane %(lane)s backlog: %(queued)d queued, %(running)d running")
+            % {**names, "queued": lane.queued, "running": lane.running},
+        ),
+        oldest_ready=oldest,
+        oldest_chart=charts.meter(
+            [
+                Meter(
+                    value=lane.oldest_ready_age_s or 0.0,
+                    colour=AGE_COLOUR,
+                    text=_("oldest ready job waiting %(age)s") % {"age": oldest},
+                )
+            ],
+            scale=scales.age,
+            label=_("lane %(lane)s: oldest ready job waiting %(age)s") % {**names, "age": oldest},
+        ),
+        live_workers=lane.live_workers,
+    )
+
+
+def _worker_row(worker: LiveWorker) -> WorkerRow:
+    if worker.lanes:
+        lanes = ", ".join(worker.lanes)
+    elif worker.exclude_lanes:
+        lanes = _("all lanes but %(lanes)s") % {"lanes": ", ".join(worker.exclude_lanes)}
+    else:
+        lanes = _("all lanes")
+    return WorkerRow(
+        worker_id=worker.worker_id,
+        host=worker.host,
+        pid=worker.pid,
+        lanes=lanes,
+        running=worker.running,
+        concurrency=worker.concurrency,
+        load_chart=charts.meter(
+            [Meter(value=worker.running, colour=RUNNING_COLOUR, text=_running(worker.running))],
+            scale=worker.concurrency,
+            label=_("%(worker)s: %(running)d of %(slots)d slots busy")
+            % {"worker": worker.worker_id, "running": worker.running, "slots": worker.concurrency},
+            width=120,
+        ),
+        heartbeat=display.duration(worker.heartbeat_age_s),
+    )
+
+
+def _big(buckets: list[Bucket], step: timedelta, label: str) -> SafeString:
+    return charts.throughput(
+        buckets, step=step, label=label, time_format="%H:%M", width=480, height=96
+    )
+
+
+def _running(n: int) -> str:
+    return _("%(n)d running") % {"n": n}

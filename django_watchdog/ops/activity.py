@@ -19,12 +19,17 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, QuerySet
 from django.db.models.functions import TruncHour, TruncMinute
+from django.db.models.functions.datetime import TruncBase
 
 from ..conf import setting
 from ..domain.states import PENDING_STATES, Outcome, State
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 #: How many of the newest jobs (by primary key) the throughput charts read at most.
 SCAN_JOBS = 100_000
@@ -103,75 +108,18 @@ def total(buckets: Sequence[Bucket]) -> Bucket:
 
 def collect(using: str, *, now: datetime) -> Activity:
     """Read the dashboard's figures with seven queries, however many jobs, lanes and workers."""
-    from ..models import Job, Worker
+    from ..models import Job
 
     jobs = Job.objects.using(using).order_by()
     newest = jobs.aggregate(last=Max("pk"))["last"]
+    first_id = max(1, (newest or 0) - SCAN_JOBS + 1)
     hour_start = _floor(now, HOUR_STEP) - HOUR_STEP * (HOUR_BUCKETS - 1)
     day_start = _floor(now, DAY_STEP) - DAY_STEP * (DAY_BUCKETS - 1)
-    first_id = max(1, (newest or 0) - SCAN_JOBS + 1)
-    hour: dict[str, dict[datetime, dict[str, int]]] = defaultdict(dict)
-    day: dict[str, dict[datetime, dict[str, int]]] = defaultdict(dict)
     recent = jobs.filter(pk__gte=first_id, state=State.SETTLED)
-    for target, start, trunc in (
-        (hour, hour_start, TruncMinute("settled_at", tzinfo=UTC)),
-        (day, day_start, TruncHour("settled_at", tzinfo=UTC)),
-    ):
-        rows = (
-            recent.filter(settled_at__gte=start)
-            .annotate(at=trunc)
-            .values("lane", "outcome", "at")
-            .annotate(n=Count("pk"))
-            .values_list("lane", "outcome", "at", "n")
-        )
-        for lane, outcome, at, n in rows:
-            slot = target[lane].setdefault(at, {})
-            slot[str(outcome)] = slot.get(str(outcome), 0) + n
-
-    backlog: dict[str, dict[str, int]] = defaultdict(dict)
-    for lane, state, n in (
-        jobs.filter(state__in=PENDING_STATES)
-        .values("lane", "state")
-        .annotate(n=Count("pk"))
-        .values_list("lane", "state", "n")
-    ):
-        backlog[lane][state] = n
-    oldest: dict[str, datetime] = {}
-    for lane, n, first in (
-        jobs.filter(state=State.QUEUED, ready=True)
-        .values("lane")
-        .annotate(n=Count("pk"), first=Min("enqueued_at"))
-        .values_list("lane", "n", "first")
-    ):
-        backlog[lane]["ready"] = n
-        oldest[lane] = first
-
-    timeout = timedelta(seconds=float(setting("WORKER_TIMEOUT")))
-    live_rows = Worker.objects.using(using).filter(heartbeat_at__gte=now - timeout)
-    live = list(live_rows.order_by("worker_id"))
-    running_by = dict(
-        jobs.filter(state=State.RUNNING, claimed_by__in=live_rows.values("worker_id"))
-        .values("claimed_by")
-        .annotate(n=Count("pk"))
-        .values_list("claimed_by", "n")
-    )
-    workers = sorted(
-        (
-            LiveWorker(
-                worker_id=w.worker_id,
-                host=w.host,
-                pid=w.pid,
-                lanes=list(w.lanes or []),
-                exclude_lanes=list(w.exclude_lanes or []),
-                concurrency=w.concurrency,
-                running=running_by.get(w.worker_id, 0),
-                heartbeat_age_s=max(0.0, (now - w.heartbeat_at).total_seconds()),
-            )
-            for w in live
-        ),
-        key=lambda w: (-w.running, w.worker_id),
-    )
-
+    hour = _settled_by_lane(recent, since=hour_start, trunc=TruncMinute("settled_at", tzinfo=UTC))
+    day = _settled_by_lane(recent, since=day_start, trunc=TruncHour("settled_at", tzinfo=UTC))
+    backlog, oldest = _backlog_by_lane(jobs)
+    workers = _live_workers(using, jobs, now=now)
     lanes = [
         LaneActivity(
             lane=lane,
@@ -197,6 +145,78 @@ def collect(using: str, *, now: datetime) -> Activity:
         scan_cut=first_id > 1,
         scanned_from_id=first_id,
     )
+
+
+#: lane -> bucket start (minute or hour) -> outcome -> jobs settled.
+_Settled = dict[str, dict[datetime, dict[str, int]]]
+
+
+def _settled_by_lane(recent: QuerySet[Job], *, since: datetime, trunc: TruncBase) -> _Settled:
+    """One GROUP BY over ``recent`` settled since ``since``, by lane, ``trunc`` and outcome."""
+    found: _Settled = defaultdict(dict)
+    rows = (
+        recent.filter(settled_at__gte=since)
+        .annotate(at=trunc)
+        .values("lane", "outcome", "at")
+        .annotate(n=Count("pk"))
+        .values_list("lane", "outcome", "at", "n")
+    )
+    for lane, outcome, at, n in rows:
+        slot = found[lane].setdefault(at, {})
+        slot[str(outcome)] = slot.get(str(outcome), 0) + n
+    return found
+
+
+def _backlog_by_lane(
+    jobs: QuerySet[Job],
+) -> tuple[dict[str, dict[str, int]], dict[str, datetime]]:
+    """Per lane, queued / running / ready counts, and the oldest ready job's enqueue time."""
+    backlog: dict[str, dict[str, int]] = defaultdict(dict)
+    for lane, state, n in (
+        jobs.filter(state__in=PENDING_STATES)
+        .values("lane", "state")
+        .annotate(n=Count("pk"))
+        .values_list("lane", "state", "n")
+    ):
+        backlog[lane][state] = n
+    oldest: dict[str, datetime] = {}
+    for lane, n, first in (
+        jobs.filter(state=State.QUEUED, ready=True)
+        .values("lane")
+        .annotate(n=Count("pk"), first=Min("enqueued_at"))
+        .values_list("lane", "n", "first")
+    ):
+        backlog[lane]["ready"] = n
+        oldest[lane] = first
+    return backlog, oldest
+
+
+def _live_workers(using: str, jobs: QuerySet[Job], *, now: datetime) -> list[LiveWorker]:
+    """Workers with a heartbeat within ``WORKER_TIMEOUT``, the busiest first."""
+    from ..models import Worker
+
+    timeout = timedelta(seconds=float(setting("WORKER_TIMEOUT")))
+    live = Worker.objects.using(using).filter(heartbeat_at__gte=now - timeout)
+    running_by = dict(
+        jobs.filter(state=State.RUNNING, claimed_by__in=live.values("worker_id"))
+        .values("claimed_by")
+        .annotate(n=Count("pk"))
+        .values_list("claimed_by", "n")
+    )
+    workers = [
+        LiveWorker(
+            worker_id=w.worker_id,
+            host=w.host,
+            pid=w.pid,
+            lanes=list(w.lanes or []),
+            exclude_lanes=list(w.exclude_lanes or []),
+            concurrency=w.concurrency,
+            running=running_by.get(w.worker_id, 0),
+            heartbeat_age_s=max(0.0, (now - w.heartbeat_at).total_seconds()),
+        )
+        for w in live.order_by("worker_id")
+    ]
+    return sorted(workers, key=lambda w: (-w.running, w.worker_id))
 
 
 def serves(worker: LiveWorker, lane: str) -> bool:
