@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -17,14 +16,22 @@ from django.utils.safestring import SafeString
 
 from ..conf import setting
 from ..domain.states import State
+from ..engine import liveness
 from ..models import Job, Worker
+from ..store import vendor
 from . import display
 from .base import PAGE_INFO, ReadOnlyAdmin, page_info
 
 
-def alive_since() -> datetime:
-    """Workers whose last heartbeat is newer than this are alive (``WORKER_TIMEOUT``)."""
-    return timezone.now() - timedelta(seconds=float(setting("WORKER_TIMEOUT")))
+def timeout() -> float:
+    return float(setting("WORKER_TIMEOUT"))
+
+
+def alive_since() -> vendor.DatabaseClock:
+    """Workers whose last heartbeat is newer than this are alive (``WORKER_TIMEOUT``, on the
+    database's clock, which stamps heartbeats). The filter goes by heartbeats alone; the
+    ``alive`` column also asks this host about its own workers' processes."""
+    return vendor.DatabaseClock(timeout())
 
 
 class AliveFilter(admin.SimpleListFilter):
@@ -83,13 +90,16 @@ class WorkerAdmin(ReadOnlyAdmin):
             .annotate(n=Count("id"))
             .values_list("claimed_by", "n")
         )
-        cutoff = alive_since()
         for row in rows:
-            setattr(
-                row,
-                PAGE_INFO,
-                {"running": running.get(row.worker_id, 0), "alive": row.heartbeat_at >= cutoff},
+            alive = liveness.alive(
+                row.host, row.pid, row.started_at, silent_s=_silent_s(row), timeout=timeout()
             )
+            setattr(row, PAGE_INFO, {"running": running.get(row.worker_id, 0), "alive": alive})
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
+        """Each row with ``silent_s``: its heartbeat's age on the database's clock."""
+        queryset: QuerySet[Worker] = super().get_queryset(request)
+        return queryset.annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
 
     @admin.display(description="alive", boolean=True)
     def alive(self, worker: Worker) -> bool:
@@ -97,7 +107,7 @@ class WorkerAdmin(ReadOnlyAdmin):
 
     @admin.display(description="last heartbeat")
     def heartbeat_age(self, worker: Worker) -> str:
-        return f"{display.age(worker.heartbeat_at)} ago"
+        return f"{display.duration(_silent_s(worker))} ago"
 
     @admin.display(description="lanes")
     def lanes_display(self, worker: Worker) -> str:
@@ -115,3 +125,11 @@ class WorkerAdmin(ReadOnlyAdmin):
         query = urlencode({"state": State.RUNNING.value, "claimed_by": worker.worker_id})
         url = reverse("admin:django_watchdog_job_changelist") + "?" + query
         return format_html('<a href="{}">{}</a>', url, count)
+
+
+def _silent_s(worker: Worker) -> float:
+    """Seconds since ``worker``'s last heartbeat on the database's clock (0 if ahead)."""
+    silent = getattr(worker, "silent_s", None)
+    if silent is None:  # a row not read through WorkerAdmin.get_queryset
+        silent = (timezone.now() - worker.heartbeat_at).total_seconds()
+    return max(0.0, float(silent))

@@ -39,6 +39,7 @@ from ..store.worker_store import WorkerStore
 from . import events, liveness
 from .batches import Batch, Decided
 from .clock import Clock, SystemClock
+from .gate import RecoveryGate
 from .housekeeping import Housekeeping
 from .running import RunningJob
 from .threads import JobThreads
@@ -130,6 +131,14 @@ class WatchdogWorker:
         self._threads = False
         self._waker: Waker | None = None
         self._heart: threading.Thread | None = None
+        self._beat_now = threading.Event()  # wakes the heartbeat thread
+        timeout = options.timing("worker_timeout")
+        # Another worker's heartbeat can also fall silent because the database was gone:
+        # judge others only after our own heartbeats went through for a whole timeout.
+        self.gate = RecoveryGate(
+            self.clock, timeout=timeout, stall=timeout / 2, on_reconnect=self._beat_now.set
+        )
+        self._judging = False  # whether the last recovery pass judged by heartbeats
         self._next_recovery = 0.0
         self._warned_lanes: set[str] = set()
         self._backoff = Backoff()
@@ -379,6 +388,7 @@ class WatchdogWorker:
             try:
                 due = self.store.next_due()
             except DatabaseError:
+                self.gate.failed()
                 due = None
             if due is not None:
                 until_due = max(0.0, (due - self.clock.now()).total_seconds())
@@ -677,6 +687,7 @@ class WatchdogWorker:
             try:
                 return write()
             except (OperationalError, InterfaceError) as error:
+                self.gate.failed()
                 if claims:
                     self._claim_failed = True
                 delay = backoff.failed()
@@ -781,15 +792,18 @@ class WatchdogWorker:
     def _register(self) -> None:
         self.store.register(
             self.worker_id,
-            now=self.clock.now(),
+            started_at=liveness.started_at() or self.clock.now(),
             lanes=self.lanes,
             exclude_lanes=self.options.exclude_lanes,
             concurrency=self.options.concurrency,
         )
+        self.gate.beat()
 
     def beat(self) -> None:
         """Heartbeat (re-registering if reaped) and refresh running jobs' cancellation flags."""
-        if not self.store.heartbeat(self.worker_id, now=self.clock.now()):
+        if self.store.heartbeat(self.worker_id):
+            self.gate.beat()
+        else:
             events.log(logging.WARNING, "worker_reregistered", worker=self.worker_id)
             self._register()
         running = self.running_jobs()
@@ -804,17 +818,26 @@ class WatchdogWorker:
                     )
                     job.request_cancel()
 
+    def heartbeat_period(self) -> float:
+        """Seconds between heartbeats: ``HEARTBEAT_INTERVAL``, at most a quarter of the
+        timeout (the recovery gate's margin, engine/gate.py)."""
+        return min(
+            self.options.timing("heartbeat_interval"), self.options.timing("worker_timeout") / 4
+        )
+
     def _heartbeat_loop(self) -> None:
-        interval = self.options.timing("heartbeat_interval")
+        """Beat every period; through an outage retry at least as often, and at once when
+        the main loop got through, so the heartbeat never lags the rest of the worker."""
+        period = self.heartbeat_period()
         backoff = Backoff()
-        stopped = threading.Event()
         while not self._stopping.is_set():
             try:
                 self.beat()
                 backoff.succeeded()
-                wait = interval
+                wait = period
             except DatabaseError as error:
-                wait = backoff.failed()
+                self.gate.failed()
+                wait = min(backoff.failed(), period)
                 events.log(
                     logging.WARNING,
                     "liveness_unavailable",
@@ -823,19 +846,33 @@ class WatchdogWorker:
                     retry_in_s=wait,
                 )
                 self.store.release_connection()
-            stopped.wait(wait)
+            self._beat_now.wait(wait)
+            self._beat_now.clear()
         self.store.release_connection()
 
     def recover(self) -> None:
-        """Reconcile claims whose worker disappeared (SPEC §4.8)."""
+        """Reconcile claims whose worker disappeared (SPEC §4.8).
+
+        This host's workers are judged by their processes (engine/liveness.py); every other
+        by its heartbeat on the database's clock, and only while the recovery gate is open
+        (engine/gate.py): after an outage, live workers' heartbeats are old too.
+        """
         timeout = self.options.timing("worker_timeout")
-        now = self.clock.now()
-        dead = liveness.dead_local_workers(
-            self.store.workers_on_host(liveness.this_host()), own_pid=os.getpid()
-        )
-        for result in self.store.recover(
-            now=now, timeout=timeout, dead_workers=dead, alive=self.worker_id
-        ):
+        local = liveness.judge_local(self.store.workers_on_host(liveness.this_host()))
+        since = self.gate.open_since()
+        found: list[tuple[str, str]] | None = None
+        if since is not None:
+            found = self.store.disappeared_claims(
+                timeout=timeout,
+                dead_workers=local.dead,
+                alive_workers=(*local.alive, self.worker_id),
+            )
+            if not self.gate.still_open(since):
+                found = None  # the database failed us while we read: trust no silence
+        self._log_judging(found is not None)
+        if found is None:
+            found = self.store.claims_of(local.dead)
+        for result in self.store.reconcile_all(found):
             job = result.job
             if job is None:
                 continue
@@ -848,11 +885,27 @@ class WatchdogWorker:
                 reason=job.failure_reason,
                 recovery_count=job.recovery_count,
             )
-        self.store.reap(now=now, timeout=timeout)
-        interval = max(
-            self.options.timing("heartbeat_interval"), self.options.timing("worker_timeout") / 3
-        )
+        if since is not None and self.gate.still_open(since):
+            self.store.reap(timeout=timeout)
+        interval = max(self.options.timing("heartbeat_interval"), timeout / 3)
         self._next_recovery = self.clock.monotonic() + interval
+
+    def _log_judging(self, judging: bool) -> None:
+        """Log when recovery by heartbeats stops (a database failure) and starts again."""
+        if judging == self._judging:
+            return
+        self._judging = judging
+        events.log(
+            logging.INFO,
+            "recovery_by_heartbeat",
+            worker=self.worker_id,
+            state="on" if judging else "off",
+            why=(
+                "own heartbeats healthy for WORKER_TIMEOUT"
+                if judging
+                else "database failure or late own heartbeat; only dead local pids recovered"
+            ),
+        )
 
     def report_unserved_lanes(self) -> list[str]:
         """Log, once per lane, queued work in lanes this worker has no handler for."""
@@ -900,8 +953,9 @@ class WatchdogWorker:
         """
         name = getattr(step, "__name__", "step")
         try:
-            return step()
+            done = step()
         except DatabaseError as error:
+            self.gate.failed()
             delay = self._backoff.failed()
             events.log(
                 logging.WARNING,
@@ -923,5 +977,8 @@ class WatchdogWorker:
                 retry_in_s=delay,
             )
             logging.getLogger("django_watchdog.worker").exception("worker step %s failed", name)
+        else:
+            self.gate.succeeded()
+            return done
         self._stopping.wait(delay)
         return 0

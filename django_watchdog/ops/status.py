@@ -8,7 +8,7 @@ planner's estimate, other databases an exact count capped at ``SETTLED_COUNT_CAP
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import connections
@@ -16,8 +16,9 @@ from django.db.models import Count, Min, Q
 
 from ..conf import setting
 from ..domain.states import PENDING_STATES, State
+from ..engine import liveness
 from ..engine.housekeeping import retention
-from ..store import estimates
+from ..store import estimates, vendor
 from .tables import ago, table
 
 SETTLED_COUNT_CAP = 100_000
@@ -110,12 +111,18 @@ def collect(using: str, *, now: datetime) -> Status:
     settled, exact = _settled_count(jobs.filter(state=State.SETTLED))
     counts[State.SETTLED.value] = settled
 
-    timeout = timedelta(seconds=float(setting("WORKER_TIMEOUT")))
+    timeout = float(setting("WORKER_TIMEOUT"))
     running_by = dict(
         jobs.filter(state=State.RUNNING)
         .values("claimed_by")
         .annotate(n=Count("pk"))
         .values_list("claimed_by", "n")
+    )
+    # Heartbeats are stamped with the database's clock: their age is read on it too.
+    registered = (
+        Worker.objects.using(using)
+        .order_by("worker_id")
+        .annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
     )
     workers = [
         WorkerRow(
@@ -126,10 +133,10 @@ def collect(using: str, *, now: datetime) -> Status:
             exclude_lanes=list(w.exclude_lanes or []),
             concurrency=w.concurrency,
             running=running_by.get(w.worker_id, 0),
-            heartbeat_age_s=max(0.0, (now - w.heartbeat_at).total_seconds()),
-            alive=now - w.heartbeat_at <= timeout,
+            heartbeat_age_s=max(0.0, w.silent_s),
+            alive=liveness.alive(w.host, w.pid, w.started_at, silent_s=w.silent_s, timeout=timeout),
         )
-        for w in Worker.objects.using(using).order_by("worker_id")
+        for w in registered
     ]
     queue_rows = (
         pending.values("queue")

@@ -10,7 +10,6 @@ import secrets
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -488,28 +487,45 @@ def orphaned_claims(using: str, worker_id: str, known: Sequence[str]) -> list[tu
 def disappeared_claims(
     using: str,
     *,
-    now: datetime,
     timeout: float,
     dead_workers: Sequence[str] = (),
-    alive: str | None = None,
+    alive_workers: Sequence[str] = (),
 ) -> list[tuple[str, str]]:
-    """(job id, claim token) of running jobs whose worker is dead or has no recent heartbeat.
+    """(job id, claim token) of running jobs whose worker is dead or has gone silent.
 
-    ``alive`` names the asking worker: it knows it is alive even if its own heartbeat lagged.
+    A worker is silent when its last heartbeat is older than ``timeout`` seconds on the
+    database's clock (heartbeats are stamped with it too, so no host's clock takes part), or
+    when it has no row. ``dead_workers`` are dead whatever their heartbeat says;
+    ``alive_workers`` (the asking worker, the same host's live processes) are alive whatever
+    it says.
     """
     from ..models import Job, Worker
 
-    live = Worker.objects.using(using).filter(heartbeat_at__gte=now - timedelta(seconds=timeout))
+    live = Worker.objects.using(using).filter(heartbeat_at__gte=vendor.DatabaseClock(timeout))
     if dead_workers:
         live = live.exclude(worker_id__in=list(dead_workers))
     running = Job.objects.using(using).filter(state=State.RUNNING)
     # exclude() keeps rows whose claimed_by is NULL: a claim with no worker is never live.
     stale = running.exclude(claimed_by__in=live.values("worker_id")).order_by("id")
-    if alive is not None:
-        stale = stale.exclude(claimed_by=alive)
+    if alive_workers:
+        stale = stale.exclude(claimed_by__in=list(alive_workers))
+    return _claims(stale)
+
+
+def claims_of(using: str, workers: Sequence[str]) -> list[tuple[str, str]]:
+    """(job id, claim token) of the running jobs of ``workers``."""
+    from ..models import Job
+
+    if not workers:
+        return []
+    running = Job.objects.using(using).filter(state=State.RUNNING, claimed_by__in=list(workers))
+    return _claims(running.order_by("id"))
+
+
+def _claims(running: Any) -> list[tuple[str, str]]:
     return [
         (job_id, token)
-        for job_id, token in stale.values_list("job_id", "claim_token")
+        for job_id, token in running.values_list("job_id", "claim_token")
         if token is not None
     ]
 
@@ -517,16 +533,21 @@ def disappeared_claims(
 def recover(
     using: str,
     *,
-    now: datetime,
     timeout: float,
     dead_workers: Sequence[str] = (),
-    alive: str | None = None,
+    alive_workers: Sequence[str] = (),
 ) -> list[ReconcileResult]:
     """Reconcile every disappeared claim; concurrent reapers each win a claim at most once."""
+    found = disappeared_claims(
+        using, timeout=timeout, dead_workers=dead_workers, alive_workers=alive_workers
+    )
+    return reconcile_all(using, found)
+
+
+def reconcile_all(using: str, found: Sequence[tuple[str, str]]) -> list[ReconcileResult]:
+    """Reconcile each (job id, claim token); the results of those this call changed."""
     results = []
-    for job_id, token in disappeared_claims(
-        using, now=now, timeout=timeout, dead_workers=dead_workers, alive=alive
-    ):
+    for job_id, token in found:
         result = reconcile(using, job_id, token)
         if result.status in ("requeued", "settled"):
             results.append(result)

@@ -84,8 +84,22 @@ class JobManager(models.Manager["Job"]):
         """Give delayed jobs that are due their place in their queues' order."""
         return due.promote_due(self.database, now=now)
 
-    def recover(self, *, now: datetime, timeout: float) -> list[ReconcileResult]:
-        return claims.recover(self.database, now=now, timeout=timeout)
+    def recover(
+        self,
+        *,
+        timeout: float,
+        dead_workers: Sequence[str] = (),
+        alive_workers: Sequence[str] = (),
+    ) -> list[ReconcileResult]:
+        """Reconcile the running jobs of workers silent for ``timeout`` seconds on the
+        database's clock (or without a row), and of ``dead_workers``, never of
+        ``alive_workers``."""
+        return claims.recover(
+            self.database,
+            timeout=timeout,
+            dead_workers=dead_workers,
+            alive_workers=alive_workers,
+        )
 
     def fail_lane(self, lane: str, reason: str) -> LaneFailure:
         return lanes.fail_lane(self.database, lane, reason)

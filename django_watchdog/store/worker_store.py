@@ -63,17 +63,23 @@ class WorkerStore:
         """Whether a job of the partition waits to be retried (``--burst`` waits for it)."""
         return due.retries_pending(self.using, partition.lanes, partition.exclude_lanes)
 
-    def recover(
+    def disappeared_claims(
         self,
         *,
-        now: datetime,
         timeout: float,
         dead_workers: Sequence[str] = (),
-        alive: str | None = None,
-    ) -> list[ReconcileResult]:
-        return claims.recover(
-            self.using, now=now, timeout=timeout, dead_workers=dead_workers, alive=alive
+        alive_workers: Sequence[str] = (),
+    ) -> list[tuple[str, str]]:
+        """Claims of workers silent for ``timeout`` (database clock), gone, or dead."""
+        return claims.disappeared_claims(
+            self.using, timeout=timeout, dead_workers=dead_workers, alive_workers=alive_workers
         )
+
+    def claims_of(self, workers: Sequence[str]) -> list[tuple[str, str]]:
+        return claims.claims_of(self.using, workers)
+
+    def reconcile_all(self, found: Sequence[tuple[str, str]]) -> list[ReconcileResult]:
+        return claims.reconcile_all(self.using, found)
 
     def release_orphans(self, worker_id: str, known: Sequence[str]) -> list[str]:
         """Release claims committed for ``worker_id`` that it never learnt of; their ids."""
@@ -83,14 +89,14 @@ class WorkerStore:
                 released.append(job_id)
         return released
 
-    def workers_on_host(self, host: str) -> list[tuple[str, int]]:
+    def workers_on_host(self, host: str) -> list[workers.Registered]:
         return workers.on_host(self.using, host)
 
     def register(
         self,
         worker_id: str,
         *,
-        now: datetime,
+        started_at: datetime,
         lanes: Sequence[str],
         exclude_lanes: Sequence[str],
         concurrency: int,
@@ -98,20 +104,20 @@ class WorkerStore:
         workers.register(
             self.using,
             worker_id,
-            now=now,
+            started_at=started_at,
             lanes=lanes,
             exclude_lanes=exclude_lanes,
             concurrency=concurrency,
         )
 
-    def heartbeat(self, worker_id: str, *, now: datetime) -> bool:
-        return workers.heartbeat(self.using, worker_id, now=now)
+    def heartbeat(self, worker_id: str) -> bool:
+        return workers.heartbeat(self.using, worker_id)
 
     def deregister(self, worker_id: str) -> None:
         workers.deregister(self.using, worker_id)
 
-    def reap(self, *, now: datetime, timeout: float) -> int:
-        return workers.reap(self.using, now=now, timeout=timeout)
+    def reap(self, *, timeout: float) -> int:
+        return workers.reap(self.using, timeout=timeout)
 
     def cancellations(self, job_ids: Iterable[str]) -> set[str]:
         return workers.cancellations(self.using, job_ids)

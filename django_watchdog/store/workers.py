@@ -5,52 +5,64 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import NamedTuple
 
 from django.db import transaction
 
 from ..domain.states import State
+from . import vendor
+
+
+class Registered(NamedTuple):
+    """A worker row as the same host's liveness check reads it."""
+
+    worker_id: str
+    pid: int
+    started_at: datetime
 
 
 def register(
     using: str,
     worker_id: str,
     *,
-    now: datetime,
+    started_at: datetime,
     lanes: Sequence[str],
     exclude_lanes: Sequence[str],
     concurrency: int,
 ) -> None:
-    """Create or refresh this process's ``Worker`` row."""
+    """Create or refresh this process's ``Worker`` row, its heartbeat on the database's clock.
+
+    ``started_at`` is when the worker's process started (on its host's clock): with the pid,
+    it tells a live worker from another process that was given the same pid later.
+    """
     from ..models import Worker
 
+    described = {
+        "host": socket.gethostname()[:255],
+        "pid": os.getpid(),
+        "lanes": list(lanes),
+        "exclude_lanes": list(exclude_lanes),
+        "concurrency": concurrency,
+        "heartbeat_at": vendor.DatabaseClock(),
+    }
     Worker.objects.using(using).update_or_create(
         worker_id=worker_id,
-        defaults={
-            "host": socket.gethostname()[:255],
-            "pid": os.getpid(),
-            "lanes": list(lanes),
-            "exclude_lanes": list(exclude_lanes),
-            "concurrency": concurrency,
-            "heartbeat_at": now,
-        },
-        create_defaults={
-            "host": socket.gethostname()[:255],
-            "pid": os.getpid(),
-            "lanes": list(lanes),
-            "exclude_lanes": list(exclude_lanes),
-            "concurrency": concurrency,
-            "heartbeat_at": now,
-            "started_at": now,
-        },
+        defaults=described,
+        create_defaults={**described, "started_at": started_at},
     )
 
 
-def heartbeat(using: str, worker_id: str, *, now: datetime) -> bool:
-    """Mark the worker alive; ``False`` if its row is gone (another worker reaped it)."""
+def heartbeat(using: str, worker_id: str) -> bool:
+    """Mark the worker alive now, on the database's clock; ``False`` if its row is gone
+    (another worker reaped it)."""
     from ..models import Worker
 
-    return bool(Worker.objects.using(using).filter(worker_id=worker_id).update(heartbeat_at=now))
+    return bool(
+        Worker.objects.using(using)
+        .filter(worker_id=worker_id)
+        .update(heartbeat_at=vendor.DatabaseClock())
+    )
 
 
 def deregister(using: str, worker_id: str) -> None:
@@ -59,16 +71,16 @@ def deregister(using: str, worker_id: str) -> None:
     Worker.objects.using(using).filter(worker_id=worker_id).delete()
 
 
-def reap(using: str, *, now: datetime, timeout: float) -> int:
-    """Delete rows of workers silent for ten timeouts and running nothing; return how many."""
+def reap(using: str, *, timeout: float) -> int:
+    """Delete rows of workers silent for ten timeouts (on the database's clock) and running
+    nothing; return how many."""
     from ..models import Job, Worker
 
-    cutoff = now - timedelta(seconds=10 * timeout)
     with transaction.atomic(using=using):
         busy = Job.objects.using(using).filter(state=State.RUNNING).values("claimed_by")
         deleted, _ = (
             Worker.objects.using(using)
-            .filter(heartbeat_at__lt=cutoff)
+            .filter(heartbeat_at__lt=vendor.DatabaseClock(10 * timeout))
             .exclude(worker_id__in=busy)
             .delete()
         )
@@ -103,8 +115,13 @@ def lanes_without_handler(using: str, handled: Sequence[str]) -> list[str]:
     )
 
 
-def on_host(using: str, host: str) -> list[tuple[str, int]]:
-    """(worker id, pid) of the workers registered from ``host``."""
+def on_host(using: str, host: str) -> list[Registered]:
+    """The workers registered from ``host``: (worker id, pid, process start)."""
     from ..models import Worker
 
-    return list(Worker.objects.using(using).filter(host=host).values_list("worker_id", "pid"))
+    return [
+        Registered(worker_id, pid, started_at)
+        for worker_id, pid, started_at in Worker.objects.using(using)
+        .filter(host=host)
+        .values_list("worker_id", "pid", "started_at")
+    ]

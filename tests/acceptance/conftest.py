@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,26 @@ class Runs:
     def ends(self, job_id=None):
         return [r for r in self.lines() if r["event"] == "end" and job_id in (None, r["job_id"])]
 
+    def overlaps(self):
+        """(queue, earlier job, later job) for each two consecutive runs of one queue where
+        the later started before the earlier ended: a serial queue has none. Call it once
+        every run has ended."""
+        lines = self.lines()
+        ended = {
+            (r["job_id"], r["recovery_count"]): r["time"] for r in lines if r["event"] == "end"
+        }
+        by_queue = defaultdict(list)
+        for record in lines:
+            if record["event"] == "start":
+                by_queue[record["queue"]].append(record)
+        found = []
+        for queue, records in by_queue.items():
+            records.sort(key=lambda r: r["time"])
+            for earlier, later in zip(records, records[1:], strict=False):
+                if ended[earlier["job_id"], earlier["recovery_count"]] > later["time"]:
+                    found.append((queue, earlier["job_id"], later["job_id"]))
+        return found
+
 
 class WorkerProcess:
     def __init__(self, popen: subprocess.Popen, log_path: Path):
@@ -78,7 +99,9 @@ def spawn_worker(tmp_path, runs):
     """Start ``manage.py watchdog_worker`` with the given arguments against the test DB."""
     started: list[WorkerProcess] = []
 
-    def spawn(*args: str, env: dict | None = None) -> WorkerProcess:
+    def spawn(*args: str, env: dict | None = None, wrap: tuple[str, ...] = ()) -> WorkerProcess:
+        """``wrap``: a command to run the worker under (e.g. ``unshare``), ending in one
+        that takes the worker's command line as its arguments."""
         environment = os.environ.copy()
         environment.update(
             WATCHDOG_DB_NAME=str(connection.settings_dict["NAME"]),
@@ -89,7 +112,16 @@ def spawn_worker(tmp_path, runs):
         environment.update(env or {})
         log_path = tmp_path / f"worker-{len(started)}.log"
         popen = subprocess.Popen(
-            [sys.executable, "-m", "django", "watchdog_worker", "--log-level", "DEBUG", *args],
+            [
+                *wrap,
+                sys.executable,
+                "-m",
+                "django",
+                "watchdog_worker",
+                "--log-level",
+                "DEBUG",
+                *args,
+            ],
             cwd=ROOT,
             env=environment,
             stdout=log_path.open("w"),

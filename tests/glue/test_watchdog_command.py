@@ -81,6 +81,35 @@ def test_status_json_counts_lanes_queues_and_workers():
     assert workers["w-live"]["alive"] and not workers["w-gone"]["alive"]
 
 
+def test_status_judges_this_hosts_workers_by_their_process_and_ages_on_the_db_clock():
+    """One rule with recovery (engine/liveness.py): a live process on this host is alive
+    whatever its heartbeat says, a gone one is dead; heartbeat ages use the database's clock."""
+    import os
+
+    from django_watchdog.engine import liveness
+
+    started = liveness.started_at() or timezone.now()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    long_ago = timezone.now() - timedelta(hours=1)
+    here = liveness.this_host()
+    Worker.objects.create(
+        worker_id="w-here", host=here, pid=os.getpid(), started_at=started, heartbeat_at=long_ago
+    )
+    Worker.objects.create(
+        worker_id="w-exited",
+        host=here,
+        pid=gone.pid,
+        started_at=started,
+        heartbeat_at=timezone.now(),
+    )
+    workers = {w["worker_id"]: w for w in json.loads(watchdog("status", "--json"))["workers"]}
+    assert workers["w-here"]["alive"] is True
+    assert workers["w-exited"]["alive"] is False
+    assert 3590 < workers["w-here"]["heartbeat_age_s"] < 3700
+    assert workers["w-exited"]["heartbeat_age_s"] < 60
+
+
 def test_status_table_is_readable():
     wd.enqueue("a1", queue="qa", lane="mail")
     register_worker("w-1")

@@ -142,21 +142,24 @@ def test_reconcile_missing_job() -> None:
 
 
 class TestRecover:
-    """``recover`` finds claims whose worker has no fresh heartbeat and reconciles each."""
+    """``recover`` finds claims whose worker has no fresh heartbeat and reconciles each.
 
-    NOW = timezone.now()
+    Heartbeats are judged on the database's clock; the test database runs on this host, so
+    ``timezone.now()`` is that clock here.
+    """
 
     def _worker(self, worker_id: str, age: float) -> None:
+        now = timezone.now()
         Worker.objects.create(
             worker_id=worker_id,
             host="h",
             pid=1,
-            started_at=self.NOW - timedelta(hours=1),
-            heartbeat_at=self.NOW - timedelta(seconds=age),
+            started_at=now - timedelta(hours=1),
+            heartbeat_at=now - timedelta(seconds=age),
         )
 
     def _recover(self) -> dict[str, str]:
-        results = Job.objects.recover(now=self.NOW, timeout=30)
+        results = Job.objects.recover(timeout=30)
         return {r.job.job_id: r.status for r in results}  # type: ignore[union-attr]
 
     def test_live_worker_keeps_its_claim(self) -> None:

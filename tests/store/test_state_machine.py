@@ -587,7 +587,7 @@ class StoreMachine(RuleBasedStateMachine):
         running = sorted(
             (j for j in self.jobs.values() if j.state == "running"), key=lambda j: j.seq
         )
-        results = Job.objects.recover(now=timezone.now() + timedelta(hours=1), timeout=30)
+        results = Job.objects.recover(timeout=30)
         expected = [(job.job_id, self._reconcile_model(job)) for job in running]
         assert [(r.job.job_id, r.status) for r in results if r.job] == expected
 

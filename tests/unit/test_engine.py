@@ -57,6 +57,7 @@ class FakeStore:
         self.settled = {}
         self.claims = []
         self.recoveries = 0
+        self.passes = []  # how each recovery pass judged: "heartbeats" or "processes" only
         self.heartbeats = []
         self.registered = []
         self.fail_next_claim = False
@@ -116,21 +117,30 @@ class FakeStore:
     def retries_pending(self, partition):
         return False
 
-    def recover(self, *, now, timeout, dead_workers=(), alive=None):
+    def disappeared_claims(self, *, timeout, dead_workers=(), alive_workers=()):
         self.recoveries += 1
+        self.passes.append("heartbeats")
+        return []
+
+    def claims_of(self, workers):
+        self.recoveries += 1
+        self.passes.append("processes")
+        return []
+
+    def reconcile_all(self, found):
         return []
 
     def register(self, worker_id, **kwargs):
         self.registered.append(worker_id)
 
-    def heartbeat(self, worker_id, *, now):
-        self.heartbeats.append(now)
+    def heartbeat(self, worker_id):
+        self.heartbeats.append(worker_id)
         return len(self.heartbeats) > 1  # the first beat finds the row reaped
 
     def deregister(self, worker_id):
         pass
 
-    def reap(self, *, now, timeout):
+    def reap(self, *, timeout):
         return 0
 
     def cancellations(self, job_ids):
@@ -301,3 +311,38 @@ def test_stopping_releases_the_jobs_a_batch_has_not_started():
     assert store.released == ["b", "c"]
     assert list(store.settled) == ["a"]
     assert not worker.running_jobs()
+
+
+def test_recovery_judges_heartbeats_only_after_own_heartbeats_went_through_a_whole_timeout():
+    store = FakeStore()
+    worker = make_worker(store, {"l": print})  # timeout 3 s, heartbeat period 0.75 s
+    worker._stopping.wait = lambda delay: None  # no backoff sleeps
+    assert store.passes == ["processes"], "just registered: judge dead local pids only"
+    for _ in range(4):
+        worker.clock.advance(0.75)
+        worker.beat()
+    worker.recover()
+    assert store.passes[-1] == "heartbeats"
+    store.fail_next_claim = True
+    worker._retrying(worker.run_once)
+    worker.recover()
+    assert store.passes[-1] == "processes", "a database failure closes the gate"
+    assert not worker._beat_now.is_set()
+    worker._retrying(worker.run_once)
+    assert worker._beat_now.is_set(), "back after a failure: the heartbeat goes out at once"
+    worker.beat()
+    for _ in range(4):
+        worker.clock.advance(0.75)
+        worker.beat()
+    worker.recover()
+    assert store.passes[-1] == "heartbeats", "back for a whole timeout"
+    worker.clock.advance(1.6)  # over timeout / 2 without a heartbeat: ours are held back
+    worker.recover()
+    assert store.passes[-1] == "processes"
+
+
+def test_the_heartbeat_period_is_at_most_a_quarter_of_the_timeout():
+    worker = make_worker(FakeStore(), {"l": print}, heartbeat_interval=1.0, worker_timeout=3.0)
+    assert worker.heartbeat_period() == 0.75
+    worker = make_worker(FakeStore(), {"l": print}, heartbeat_interval=1.0, worker_timeout=30.0)
+    assert worker.heartbeat_period() == 1.0

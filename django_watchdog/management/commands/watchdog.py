@@ -18,10 +18,12 @@ from ... import api
 from ...conf import setting
 from ...domain import validation
 from ...domain.errors import WatchdogError
+from ...engine import liveness
 from ...engine.housekeeping import retention
 from ...ops import status as status_view
 from ...ops.tables import ago, parse_age
 from ...store import retention as store_retention
+from ...store import workers
 
 #: The units ``--older-than`` accepts, as its help and its refusal name them.
 AGE_UNITS = "s (seconds), m (minutes), h (hours), d (days), w (weeks), or ISO 8601 such as P7D"
@@ -208,7 +210,10 @@ class Command(BaseCommand):
         from ...models import Job
 
         timeout = float(setting("WORKER_TIMEOUT"))
-        results = Job.objects.db_manager(using).recover(now=timezone.now(), timeout=timeout)
+        local = liveness.judge_local(workers.on_host(using, liveness.this_host()))
+        results = Job.objects.db_manager(using).recover(
+            timeout=timeout, dead_workers=local.dead, alive_workers=local.alive
+        )
         for result in results:
             job = result.job
             if job is None:
