@@ -26,11 +26,12 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import NamedTuple
 
-#: A worker row's ``started_at`` and its process's start time (both read from /proc) agree
-#: to a clock tick; a step of the wall clock between them moves /proc/stat's ``btime``.
+#: Seconds a worker row's ``started_at`` and its pid's process start may differ and still be
+#: the same process: both come from /proc (a clock tick apart at most), unless the wall clock
+#: was stepped in between (/proc/stat's ``btime`` moves with it; then the heartbeat decides).
 SAME_START = 1.0
-#: /proc/<pid>/stat states of a process that will not run on by itself: zombie, dead,
-#: stopped, traced.
+#: /proc/<pid>/stat states: a process that has ended (zombie, dead) and one that will not
+#: run on by itself (stopped, traced).
 DEAD_STATES = frozenset("ZXx")
 STOPPED_STATES = frozenset("Tt")
 
@@ -40,12 +41,16 @@ def this_host() -> str:
 
 
 class Process(NamedTuple):
+    """What ``/proc/<pid>/stat`` says of a process."""
+
     state: str
     started_at: datetime
 
 
 @cache
 def _boot_time() -> float | None:
+    """When this machine booted (``btime``), in seconds since the epoch; ``None`` without
+    ``/proc``."""
     try:
         with open("/proc/stat") as stat:
             for line in stat:
