@@ -9,7 +9,8 @@ Every figure comes from a fixed number of bounded queries, whatever the table ho
 - Backlog is counted with GROUP BY over the pending rows (the partial index
   ``watchdog_job_lane_pending``), the oldest ready job over the ready rows (at most one per
   queue, plus queued jobs with a recorded cancellation).
-- Workers are the rows with a heartbeat within ``WORKER_TIMEOUT``, their running jobs counted
+- Workers are the live ones (``engine.liveness.alive``, as ``watchdog status`` and recovery
+  judge them), their running jobs counted
   over the running rows (``watchdog_job_running``).
 """
 
@@ -27,6 +28,8 @@ from django.db.models.functions.datetime import TruncBase
 
 from ..conf import setting
 from ..domain.states import PENDING_STATES, Outcome, State
+from ..engine import liveness
+from ..store import vendor
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -192,13 +195,19 @@ def _backlog_by_lane(
 
 
 def _live_workers(using: str, jobs: QuerySet[Job], *, now: datetime) -> list[LiveWorker]:
-    """Workers with a heartbeat within ``WORKER_TIMEOUT``, the busiest first."""
+    """The live workers (``liveness.alive``: this host's by their process, others by a
+    heartbeat within ``WORKER_TIMEOUT`` on the database's clock), the busiest first."""
     from ..models import Worker
 
-    timeout = timedelta(seconds=float(setting("WORKER_TIMEOUT")))
-    live = Worker.objects.using(using).filter(heartbeat_at__gte=now - timeout)
+    timeout = float(setting("WORKER_TIMEOUT"))
+    registered = Worker.objects.using(using).annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
+    live = [
+        w
+        for w in registered.order_by("worker_id")
+        if liveness.alive(w.host, w.pid, w.started_at, silent_s=w.silent_s, timeout=timeout)
+    ]
     running_by = dict(
-        jobs.filter(state=State.RUNNING, claimed_by__in=live.values("worker_id"))
+        jobs.filter(state=State.RUNNING)
         .values("claimed_by")
         .annotate(n=Count("pk"))
         .values_list("claimed_by", "n")
@@ -212,9 +221,9 @@ def _live_workers(using: str, jobs: QuerySet[Job], *, now: datetime) -> list[Liv
             exclude_lanes=list(w.exclude_lanes or []),
             concurrency=w.concurrency,
             running=running_by.get(w.worker_id, 0),
-            heartbeat_age_s=max(0.0, (now - w.heartbeat_at).total_seconds()),
+            heartbeat_age_s=max(0.0, w.silent_s),
         )
-        for w in live.order_by("worker_id")
+        for w in live
     ]
     return sorted(workers, key=lambda w: (-w.running, w.worker_id))
 

@@ -171,3 +171,29 @@ def test_collect_reads_the_newest_jobs_only(monkeypatch):
     snapshot = activity.collect("default", now=timezone.now())
     assert snapshot.scan_cut
     assert activity.total(snapshot.day).completed == 2
+
+
+def test_workers_are_judged_live_as_status_and_recovery_judge_them(admin_client):
+    """This host's workers by their process (a running one whose heartbeat is an hour old is
+    live, an exited one whose heartbeat is fresh is not), others by their heartbeat."""
+    import os
+    import subprocess
+    import sys
+
+    from django_watchdog.engine import liveness
+
+    here, long_ago = liveness.this_host(), timezone.now() - timedelta(hours=1)
+    started = liveness.started_at() or timezone.now()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    Worker.objects.create(
+        worker_id="w-here", host=here, pid=os.getpid(), started_at=started, heartbeat_at=long_ago
+    )
+    Worker.objects.create(
+        worker_id="w-exited", host=here, pid=gone.pid, started_at=started, heartbeat_at=long_ago
+    )
+    Worker.objects.filter(worker_id="w-exited").update(heartbeat_at=timezone.now())
+    live_worker("w-elsewhere")
+    live_worker("w-silent-elsewhere", age=3600)
+    shown = {w.worker_id for w in activity.collect("default", now=timezone.now()).workers}
+    assert shown == {"w-here", "w-elsewhere"}
