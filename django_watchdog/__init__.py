@@ -13,6 +13,7 @@ from .api import (
     latest_settled,
     purge_queued,
     queue_head,
+    rerun,
     settled_jobs,
 )
 from .domain.errors import InvalidInput, JobConflict, OutcomeUnknown, WatchdogError
@@ -47,6 +48,7 @@ __all__ = [
     "latest_settled",
     "purge_queued",
     "queue_head",
+    "rerun",
     "schedule",
     "settled_jobs",
 ]

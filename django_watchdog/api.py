@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import router
 
-from .domain import validation
+from .domain import reruns, validation
 from .domain.errors import InvalidInput
 from .domain.retries import RetryPolicy
 from .domain.states import default_cancellation_id
@@ -130,9 +130,10 @@ def cancel(
     *,
     cancellation_id: str | None = None,
     only_if_queued: bool = False,
+    requested_by: str | None = None,
     using: str | None = None,
 ) -> CancelResult:
-    """Record an intent to cancel ``job_id``.
+    """Record an intent to cancel ``job_id``, and who asked (``requested_by``, 1–150 chars).
 
     Returns ``recorded``, ``replayed`` (same intent again), ``conflict`` (another intent, or
     ``only_if_queued`` and the job is not queued) or ``missing``.
@@ -145,8 +146,35 @@ def cancel(
     else:
         cancellation_id = validation.identifier(cancellation_id, "cancellation_id")
     only_if_queued = validation.flag(only_if_queued, "only_if_queued")
+    requested_by = reruns.requester(requested_by)
     return Job.objects.db_manager(_alias(using)).cancel(
-        job_id, cancellation_id, only_if_queued=only_if_queued
+        job_id, cancellation_id, only_if_queued=only_if_queued, requested_by=requested_by
+    )
+
+
+def rerun(
+    job_id: str,
+    *,
+    rerun_id: str | None = None,
+    requested_by: str | None = None,
+    using: str | None = None,
+) -> EnqueueResult:
+    """Enqueue settled job ``job_id`` again as a new job linked to it (``rerun_of``).
+
+    Only a job settled ``failed``, ``interrupted`` or ``cancelled`` can be re-run; anything
+    else raises ``InvalidInput`` naming it. The new job has the original's queue, lane,
+    priority, payload, recovery policy, retry policy and timeout. Its id is ``rerun_id``,
+    or ``<job_id>~rerun-<n>`` for the next number ``n``; a repeat with the same id returns
+    ``duplicate`` and the same job. The original is not changed.
+    """
+    from .models import Job
+
+    job_id = validation.identifier(job_id, "job_id")
+    if rerun_id is not None:
+        rerun_id = validation.identifier(rerun_id, "rerun_id")
+    requested_by = reruns.requester(requested_by)
+    return Job.objects.db_manager(_alias(using)).rerun(
+        job_id, rerun_id=rerun_id, requested_by=requested_by
     )
 
 

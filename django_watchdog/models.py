@@ -57,6 +57,14 @@ class Job(models.Model):
     attempts = models.BigIntegerField(default=0)
     retry_policy = StrictJSONField(null=True, blank=True)
     timeout = models.FloatField(null=True, blank=True)
+    #: Who recorded the cancellation intent (``admin:<username>``, ``cli:<os user>``, or
+    #: what an API caller passed); ``None`` when nobody said.
+    cancellation_requested_by = models.CharField(max_length=150, null=True, blank=True)
+    #: The ``job_id`` this job re-runs (``rerun()``); a plain id, so pruning the original
+    #: leaves the re-run as it is.
+    rerun_of = models.CharField(max_length=256, null=True, blank=True)
+    #: Who asked for the re-run, as ``cancellation_requested_by``.
+    rerun_requested_by = models.CharField(max_length=150, null=True, blank=True)
 
     objects = JobManager()
 
@@ -232,6 +240,12 @@ class Job(models.Model):
                 condition=Q(state=SETTLED) & ~Q(outcome=Outcome.COMPLETED.value),
                 name="watchdog_job_unsuccessful",
             ),
+            # The re-runs of a job (its page, the next re-run number).
+            models.Index(
+                fields=["rerun_of"],
+                condition=Q(rerun_of__isnull=False),
+                name="watchdog_job_reruns",
+            ),
         )
 
     def __str__(self) -> str:
@@ -275,6 +289,7 @@ def _row_problem(loaded: dict[str, Any]) -> str | None:
         ("priority", validation.priority),
         ("max_recoveries", validation.max_recoveries),
         ("cancellation_id", _optional_identifier("cancellation_id")),
+        ("rerun_of", _optional_identifier("rerun_of")),
     )
     for name, check in checks:
         if name in loaded:

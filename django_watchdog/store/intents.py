@@ -15,8 +15,16 @@ from ..domain.values import CancelResult
 from . import heads, vendor
 
 
-def cancel(using: str, job_id: str, cancellation_id: str, *, only_if_queued: bool) -> CancelResult:
-    """Record ``cancellation_id`` on a job; a queued job becomes ready to settle cancelled."""
+def cancel(
+    using: str,
+    job_id: str,
+    cancellation_id: str,
+    *,
+    only_if_queued: bool,
+    requested_by: str | None = None,
+) -> CancelResult:
+    """Record ``cancellation_id`` (and who asked) on a job; a queued job becomes ready to
+    settle cancelled. A replay leaves the first requester recorded."""
     from ..models import Job
 
     jobs = Job.objects.using(using)
@@ -45,6 +53,8 @@ def cancel(using: str, job_id: str, cancellation_id: str, *, only_if_queued: boo
             if queued
             else {}
         )
+        if requested_by is not None:
+            extra["cancellation_requested_by"] = requested_by
         if not _record(using, pk, cancellation_id, extra):
             return CancelResult(status="conflict", cancellation_id=cancellation_id)
         if queued:

@@ -19,7 +19,7 @@ from ..domain.values import (
     SettledRecord,
     SettleResult,
 )
-from . import claims, due, feed, heads, intents, lanes
+from . import claims, due, feed, heads, intents, lanes, reruns
 from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
 from .enqueue import enqueue_many as enqueue_jobs
@@ -61,8 +61,26 @@ class JobManager(models.Manager["Job"]):
     def enqueue_many(self, batch: Sequence[NewJob]) -> list[EnqueueResult]:
         return enqueue_jobs(self.database, batch)
 
-    def cancel(self, job_id: str, cancellation_id: str, *, only_if_queued: bool) -> CancelResult:
-        return intents.cancel(self.database, job_id, cancellation_id, only_if_queued=only_if_queued)
+    def cancel(
+        self,
+        job_id: str,
+        cancellation_id: str,
+        *,
+        only_if_queued: bool,
+        requested_by: str | None = None,
+    ) -> CancelResult:
+        return intents.cancel(
+            self.database,
+            job_id,
+            cancellation_id,
+            only_if_queued=only_if_queued,
+            requested_by=requested_by,
+        )
+
+    def rerun(
+        self, job_id: str, *, rerun_id: str | None = None, requested_by: str | None = None
+    ) -> EnqueueResult:
+        return reruns.rerun(self.database, job_id, rerun_id=rerun_id, requested_by=requested_by)
 
     def claim(
         self,
