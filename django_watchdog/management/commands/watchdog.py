@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -16,7 +18,7 @@ from django.utils import timezone
 
 from ... import api
 from ...conf import setting
-from ...domain import validation
+from ...domain import reruns, validation
 from ...domain.errors import WatchdogError
 from ...engine import liveness
 from ...engine.housekeeping import retention
@@ -54,8 +56,8 @@ def _batch_size(text: str) -> int:
 
 class Command(BaseCommand):
     help = (
-        "Inspect and operate the watchdog job tables: status, cancel, fail-lane, purge, "
-        "recover, prune. Destructive actions (fail-lane, purge, prune) say how many jobs "
+        "Inspect and operate the watchdog job tables: status, cancel, rerun, fail-lane, "
+        "purge, recover, prune. Destructive actions (fail-lane, purge, prune) say how many jobs "
         "they will change and ask for confirmation unless --yes; answering no changes "
         "nothing and exits 0."
     )
@@ -75,6 +77,19 @@ class Command(BaseCommand):
             "--only-if-queued",
             action="store_true",
             help="Refuse (conflict) if the job is already running or settled.",
+        )
+
+        rerun = actions.add_parser(
+            "rerun",
+            help="Enqueue a settled failed, interrupted or cancelled job again, as a new job.",
+        )
+        rerun.add_argument("job_id", metavar="JOB_ID")
+        rerun.add_argument(
+            "--rerun-id",
+            default=None,
+            metavar="ID",
+            help="The new job's id (default <JOB_ID>~rerun-<n>, n the next number); "
+            "repeating a rerun with the same id re-runs once.",
         )
 
         fail = actions.add_parser(
@@ -132,6 +147,7 @@ class Command(BaseCommand):
         actions: dict[str, Callable[[str, dict[str, Any]], None]] = {
             "status": self.status,
             "cancel": self.cancel,
+            "rerun": self.rerun,
             "fail-lane": self.fail_lane,
             "purge": self.purge,
             "recover": self.recover,
@@ -156,6 +172,7 @@ class Command(BaseCommand):
             options["job_id"],
             cancellation_id=options["cancellation_id"],
             only_if_queued=options["only_if_queued"],
+            requested_by=requester(),
             using=using,
         )
         if result.status == "missing":
@@ -166,6 +183,18 @@ class Command(BaseCommand):
                 "was recorded, or --only-if-queued and the job is not queued)"
             )
         self.stdout.write(f"{options['job_id']}: cancellation {result.status}")
+
+    def rerun(self, using: str, options: dict[str, Any]) -> None:
+        result = api.rerun(
+            options["job_id"],
+            rerun_id=options["rerun_id"],
+            requested_by=requester(),
+            using=using,
+        )
+        already = " (already re-run under this id)" if result.status == "duplicate" else ""
+        self.stdout.write(
+            f"{options['job_id']}: re-run as {result.job.job_id}, {result.job.state}{already}"
+        )
 
     def fail_lane(self, using: str, options: dict[str, Any]) -> None:
         from ...models import Job
@@ -273,6 +302,15 @@ class Command(BaseCommand):
             return True
         self.stdout.write("not confirmed: nothing changed")
         return False
+
+
+def requester() -> str:
+    """Who runs this command, as recorded on the jobs it changes: ``cli:<OS user>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a bare container)
+        user = f"uid {os.getuid()}"
+    return f"cli:{user}"[: reruns.REQUESTER_MAX]
 
 
 def _is_tty(stream: TextIO) -> bool:
