@@ -1,10 +1,16 @@
-"""The confirmation page every watchdog admin action shows before it calls a verb."""
+"""The confirmation page every watchdog admin action shows before it calls a verb.
+
+The page extends Django's ``admin/base_site.html`` and writes its breadcrumbs as the
+running Django's own pages do (a list from Django 6, a ``div`` before), so it follows the
+admin's styling. It offers no confirm button when nothing would change.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import django
 from django import forms
 from django.contrib.admin import ModelAdmin, helpers
 from django.http import HttpRequest
@@ -16,6 +22,8 @@ TEMPLATE = "django_watchdog/admin/confirm_action.html"
 ACTION_LIMIT = 1_000
 #: Rows listed on a confirmation page; the rest are summed up as "and N more".
 SHOWN_ROWS = 100
+#: Django 6 writes its breadcrumbs as an ``<ol>`` of ``<li>``; 5.2 as one ``<div>``.
+BREADCRUMBS_AS_LIST = django.VERSION >= (6, 0)
 
 
 def confirmed(request: HttpRequest) -> bool:
@@ -23,21 +31,35 @@ def confirmed(request: HttpRequest) -> bool:
     return request.POST.get("post") == "yes"
 
 
+def requester(request: HttpRequest) -> str:
+    """Who acts, as recorded on the jobs an admin action changes: ``admin:<username>``."""
+    return f"admin:{request.user.get_username()}"[:150]
+
+
 def page(
     model_admin: ModelAdmin[Any],
     request: HttpRequest,
     *,
-    action: str,
+    action: str | None,
     title: str,
     question: str,
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],
     total: int,
     confirm_label: str,
+    changes: bool = True,
     form: forms.Form | None = None,
     note: str = "",
+    obj: Any = None,
+    hidden: Mapping[str, str] | None = None,
+    back_url: str | None = None,
 ) -> TemplateResponse:
-    """Render the page that repeats the selection and posts it back with ``post=yes``."""
+    """Render the page that repeats the selection and posts it back with ``post=yes``.
+
+    ``action`` names the changelist action to post back to; ``None`` posts to this page's
+    URL (a button on one object's page, ``obj``). ``changes=False`` shows the question
+    without a confirm button: confirming would change nothing.
+    """
     opts = model_admin.model._meta
     context = {
         **model_admin.admin_site.each_context(request),
@@ -50,10 +72,14 @@ def page(
         "note": note,
         "form": form,
         "action": action,
-        "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+        "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME) if action else [],
         "select_across": request.POST.get("select_across") == "1",
+        "hidden": dict(hidden or {}),
         "confirm_label": confirm_label,
-        "back_url": request.get_full_path(),
+        "changes": changes,
+        "object": obj,
+        "breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
+        "back_url": back_url or request.get_full_path(),
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, TEMPLATE, context)

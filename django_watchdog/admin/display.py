@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -24,6 +24,17 @@ def pretty_text(value: str | None) -> SafeString | str:
     if not value:
         return EMPTY
     return format_html('<pre class="watchdog-data">{}</pre>', value)
+
+
+#: Timestamps to the second, in the current time zone (the admin's default shows minutes).
+TIMESTAMP_FORMAT = "Y-m-d H:i:s T"
+
+
+def timestamp(value: datetime | None) -> str:
+    """``value`` to the second in the current time zone: ``2026-12-01 15:04:05 UTC``."""
+    if value is None:
+        return EMPTY
+    return dateformat.format(timezone.localtime(value), TIMESTAMP_FORMAT)
 
 
 def age(since: datetime | None, now: datetime | None = None) -> str:

@@ -1,33 +1,35 @@
-"""The jobs admin: browse jobs, read their data, request cancellation, fail a lane."""
+"""The jobs admin: browse jobs, see why each waits or how long it runs, read its data.
+
+The actions (cancel, re-run, fail a lane) live in ``job_actions``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
-from .. import api, handlers
-from ..domain.errors import InvalidInput
+from .. import handlers
 from ..domain.states import PENDING_STATES, Outcome, State
-from ..domain.validation import REASON_MAX
 from ..models import Job, Worker
-from ..store.estimates import bounded_count
-from . import confirmation, display
-from .base import ReadOnlyAdmin
+from . import display, waiting
+from .base import PAGE_INFO, ReadOnlyAdmin, page_info
 from .dashboard import DashboardMixin
+from .job_actions import JobActions
 
 #: Lanes offered by the lane filter are read from the pending jobs' index up to this many.
 LANE_CHOICES_LIMIT = 50
-#: Each lane's ``fail_lane`` loop stops after this many batches; the admin says so.
-FAIL_LANE_MAX_BATCHES = 400
 
 
 def queue_filter(queue: str) -> Q:
@@ -39,10 +41,15 @@ def queue_filter(queue: str) -> Q:
     )
 
 
+def jobs_url(**filters: str) -> str:
+    """The job list with ``filters`` applied (each one shown by its filter in the sidebar)."""
+    return reverse("admin:django_watchdog_job_changelist") + "?" + urlencode(filters)
+
+
 class LaneFilter(admin.SimpleListFilter):
     """Lanes with a handler, a worker or pending work; never a DISTINCT over all jobs."""
 
-    title = "lane"
+    title = gettext_lazy("lane")
     parameter_name = "lane"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -71,7 +78,7 @@ class LaneFilter(admin.SimpleListFilter):
 class OutcomeFilter(admin.SimpleListFilter):
     """Settled jobs by outcome; the unsuccessful ones come from their own partial index."""
 
-    title = "outcome"
+    title = gettext_lazy("outcome")
     parameter_name = "outcome"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -85,54 +92,109 @@ class OutcomeFilter(admin.SimpleListFilter):
         return queryset.filter(state=State.SETTLED, outcome=value)
 
 
-class FailLaneForm(forms.Form):
-    reason = forms.CharField(
-        max_length=REASON_MAX,
-        help_text="Stored as the failure reason of every pending job of the lane.",
-        widget=forms.TextInput(attrs={"size": 80}),
-    )
+class ChosenValueFilter(admin.SimpleListFilter):
+    """A filter links set (from a queue's or a worker's page): it offers only the chosen
+    value, so the sidebar shows what the list is filtered by and how to clear it."""
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(str(value), str(value))] if value else []
+
+    def has_output(self) -> bool:
+        return bool(self.value())
+
+
+class QueueFilter(ChosenValueFilter):
+    title = gettext_lazy("queue")
+    parameter_name = "queue"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        return queryset if value is None else queryset.filter(queue_filter(str(value)))
+
+
+class WorkerFilter(ChosenValueFilter):
+    title = gettext_lazy("worker")
+    parameter_name = "claimed_by"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        # Only running jobs name their worker in the running-jobs index.
+        return (
+            queryset
+            if value is None
+            else queryset.filter(state=State.RUNNING, claimed_by=str(value))
+        )
 
 
 @admin.register(Job)
-class JobAdmin(DashboardMixin, ReadOnlyAdmin):
+class JobAdmin(DashboardMixin, JobActions, ReadOnlyAdmin):
     list_display = (
         "job_id",
-        "queue",
+        "queue_link",
         "lane",
         "priority",
         "state",
         "outcome",
+        "progress",
         "recovery_count",
-        "enqueued_at",
-        "started_at",
-        "settled_at",
+        "enqueued_at_display",
+        "started_at_display",
+        "settled_at_display",
         "duration_display",
     )
-    list_filter = ("state", OutcomeFilter, LaneFilter)
+    list_filter = ("state", OutcomeFilter, LaneFilter, QueueFilter, WorkerFilter)
     search_fields = ("job_id", "queue")
-    search_help_text = "A job id (exact or its beginning) or a queue name (exact)."
+    search_help_text = gettext_lazy("A job id (exact or its beginning) or a queue name (exact).")
     ordering = ("-id",)
-    actions = ("request_cancellation", "fail_lanes")
+    actions = ("request_cancellation", "rerun_jobs", "fail_lanes")
+    change_form_template = "admin/django_watchdog/job/change_form.html"
     fieldsets = (
-        (None, {"fields": ("job_id", "queue_link", "lane", "priority")}),
-        ("State", {"fields": ("state", "outcome", "failure_reason", "cancellation_id")}),
-        ("Times", {"fields": ("enqueued_at", "started_at", "settled_at", "duration_display")}),
+        (None, {"fields": ("job_id", "queue_link", "lane", "priority", "reruns_display")}),
         (
-            "Execution",
+            gettext_lazy("State"),
             {
                 "fields": (
-                    "claimed_by",
+                    "state",
+                    "outcome",
+                    "progress",
+                    "failure_reason",
+                    "cancellation_id",
+                    "cancellation_requested_by",
+                    "rerun_requested_by",
+                )
+            },
+        ),
+        (
+            gettext_lazy("Times"),
+            {
+                "fields": (
+                    "enqueued_at_display",
+                    "started_at_display",
+                    "settled_at_display",
+                    "duration_display",
+                )
+            },
+        ),
+        (
+            gettext_lazy("Execution"),
+            {
+                "fields": (
+                    "worker_link",
                     "attempts",
                     "recovery_count",
                     "max_recoveries",
-                    "run_after",
-                    "retry_at",
+                    "run_after_display",
+                    "retry_at_display",
                     "timeout",
                     "feed_position",
                 )
             },
         ),
-        ("Data", {"fields": ("payload_display", "result_display", "traceback_display")}),
+        (
+            gettext_lazy("Data"),
+            {"fields": ("payload_display", "result_display", "traceback_display")},
+        ),
     )
 
     def get_search_results(
@@ -144,145 +206,111 @@ class JobAdmin(DashboardMixin, ReadOnlyAdmin):
             return queryset, False
         return queryset.filter(Q(job_id__startswith=term) | queue_filter(term)), False
 
-    @admin.display(description="duration")
+    def annotate_page(self, rows: Sequence[Any]) -> None:
+        """Why each queued job of the page waits: a fixed number of indexed queries."""
+        db = rows[0]._state.db if rows else None
+        around = waiting.surroundings(rows, db)
+        now = timezone.now()
+        for row in rows:
+            setattr(row, PAGE_INFO, {"progress": _progress(row, around, now)})
+
+    # Columns and fields
+
+    @admin.display(description=gettext_lazy("progress"))
+    def progress(self, job: Job) -> str:
+        return str(page_info(job, self)["progress"])
+
+    @admin.display(description=gettext_lazy("queue"))
+    def queue_link(self, job: Job) -> SafeString:
+        url = reverse("admin:django_watchdog_queue_change", args=[quote(job.queue)])
+        return format_html(
+            '<a href="{}">{}</a> (<a href="{}">{}</a>)',
+            url,
+            job.queue,
+            jobs_url(queue=job.queue),
+            _("its jobs"),
+        )
+
+    @admin.display(description=gettext_lazy("worker"))
+    def worker_link(self, job: Job) -> SafeString | str:
+        if not job.claimed_by:
+            return display.EMPTY
+        url = reverse("admin:django_watchdog_worker_change", args=[quote(job.claimed_by)])
+        return format_html('<a href="{}">{}</a>', url, job.claimed_by)
+
+    @admin.display(description=gettext_lazy("re-runs"))
+    def reruns_display(self, job: Job) -> SafeString | str:
+        """The job this one re-runs, and the jobs that re-run this one (first 50)."""
+        wanted = Q(rerun_of=job.job_id)
+        if job.rerun_of:
+            wanted |= Q(job_id=job.rerun_of)
+        related = list(
+            Job.objects.using(job._state.db)
+            .filter(wanted)
+            .order_by("id")
+            .values_list("pk", "job_id")[:50]
+        )
+        lines: list[SafeString] = []
+        for pk, job_id in related:
+            url = reverse("admin:django_watchdog_job_change", args=[pk])
+            label = _("re-run of") if job_id == job.rerun_of else _("re-run as")
+            lines.append(format_html('{} <a href="{}">{}</a>', label, url, job_id))
+        if job.rerun_of and all(job_id != job.rerun_of for _pk, job_id in related):
+            lines.insert(0, format_html("{} {} ({})", _("re-run of"), job.rerun_of, _("pruned")))
+        if not lines:
+            return display.EMPTY
+        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines))  # noqa: S308
+
+    @admin.display(description=gettext_lazy("enqueued at"))
+    def enqueued_at_display(self, job: Job) -> str:
+        return display.timestamp(job.enqueued_at)
+
+    @admin.display(description=gettext_lazy("started at"))
+    def started_at_display(self, job: Job) -> str:
+        return display.timestamp(job.started_at)
+
+    @admin.display(description=gettext_lazy("settled at"))
+    def settled_at_display(self, job: Job) -> str:
+        return display.timestamp(job.settled_at)
+
+    @admin.display(description=gettext_lazy("run after"))
+    def run_after_display(self, job: Job) -> str:
+        return display.timestamp(job.run_after)
+
+    @admin.display(description=gettext_lazy("retry at"))
+    def retry_at_display(self, job: Job) -> str:
+        return display.timestamp(job.retry_at)
+
+    @admin.display(description=gettext_lazy("duration"))
     def duration_display(self, job: Job) -> str:
         return display.duration(job.duration)
 
-    @admin.display(description="queue")
-    def queue_link(self, job: Job) -> SafeString:
-        url = reverse("admin:django_watchdog_queue_change", args=[quote(job.queue)])
-        jobs_url = (
-            reverse("admin:django_watchdog_job_changelist") + "?" + urlencode({"q": job.queue})
-        )
-        return format_html(
-            '<a href="{}">{}</a> (<a href="{}">its jobs</a>)', url, job.queue, jobs_url
-        )
-
-    @admin.display(description="payload")
+    @admin.display(description=gettext_lazy("payload"))
     def payload_display(self, job: Job) -> SafeString:
         return display.pretty_json(job.payload)
 
-    @admin.display(description="result")
+    @admin.display(description=gettext_lazy("result"))
     def result_display(self, job: Job) -> SafeString | str:
         if job.state != State.SETTLED:
             return display.EMPTY
         return display.pretty_json(job.result)
 
-    @admin.display(description="traceback")
+    @admin.display(description=gettext_lazy("traceback"))
     def traceback_display(self, job: Job) -> SafeString | str:
         return display.pretty_text(job.traceback)
 
-    # Actions. Requesting cancellation and failing a lane change jobs through the store's
-    # verbs, so they need the ``change_job`` permission (no field is ever edited by hand).
 
-    def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("django_watchdog.change_job")
+def _progress(job: Job, around: waiting.Surroundings | None, now: Any) -> str:
+    """Queued: for how long and why. Running: for how long, and where. Settled: nothing."""
+    if job.state == State.QUEUED and around is not None:
+        return _("queued %(for)s: %(why)s") % {
+            "for": display.age(job.enqueued_at, now),
+            "why": waiting.reason(job, around, now),
+        }
+    if job.state == State.RUNNING:
+        return _("running for %(for)s on %(worker)s") % {
+            "for": display.age(job.started_at, now),
+            "worker": job.claimed_by or display.EMPTY,
+        }
+    return display.EMPTY
 
-    def has_fail_lane_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("django_watchdog.change_job")
-
-    @admin.action(permissions=["cancel"], description="Request cancellation of selected jobs")
-    def request_cancellation(
-        self, request: HttpRequest, queryset: QuerySet[Job]
-    ) -> HttpResponse | None:
-        jobs = list(
-            queryset.order_by("id").values_list("job_id", "queue", "state")[
-                : confirmation.ACTION_LIMIT + 1
-            ]
-        )
-        if len(jobs) > confirmation.ACTION_LIMIT:
-            self.message_user(
-                request,
-                f"Select at most {confirmation.ACTION_LIMIT} jobs to cancel at once.",
-                messages.ERROR,
-            )
-            return None
-        pending = [job for job in jobs if job[2] != State.SETTLED]
-        if not confirmation.confirmed(request):
-            return confirmation.page(
-                self,
-                request,
-                action="request_cancellation",
-                title="Request cancellation",
-                question=(
-                    f"Record a cancellation for {len(pending)} pending job(s)? A queued job "
-                    "settles cancelled without running; a running job's handler is asked to stop."
-                ),
-                columns=("job id", "queue", "state"),
-                rows=jobs,
-                total=len(jobs),
-                note=(
-                    f"{len(jobs) - len(pending)} settled job(s) will be left as they are."
-                    if len(pending) < len(jobs)
-                    else ""
-                ),
-                confirm_label="Yes, request cancellation",
-            )
-        counts: dict[str, int] = {}
-        for job_id, _queue, _state in pending:
-            status = api.cancel(job_id, using=queryset.db).status
-            counts[status] = counts.get(status, 0) + 1
-        summary = ", ".join(f"{status}: {count}" for status, count in sorted(counts.items()))
-        self.message_user(
-            request,
-            f"Cancellation requested for {len(pending)} job(s) ({summary or 'none pending'}).",
-            messages.SUCCESS,
-        )
-        return None
-
-    @admin.action(permissions=["fail_lane"], description="Fail the lanes of selected jobs")
-    def fail_lanes(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
-        lanes = sorted(
-            set(queryset.order_by().values_list("lane", flat=True)[: confirmation.ACTION_LIMIT])
-        )
-        form = FailLaneForm(request.POST if confirmation.confirmed(request) else None)
-        if confirmation.confirmed(request) and form.is_valid():
-            reason = form.cleaned_data["reason"]
-            try:
-                report = [self._fail_lane(lane, reason, queryset.db) for lane in lanes]
-            except InvalidInput as error:
-                form.add_error("reason", str(error))
-            else:
-                for message in report:
-                    self.message_user(request, message, messages.SUCCESS)
-                return None
-        rows = [
-            (
-                lane,
-                _bounded(
-                    Job.objects.using(queryset.db).filter(lane=lane, state__in=PENDING_STATES)
-                ),
-            )
-            for lane in lanes
-        ]
-        return confirmation.page(
-            self,
-            request,
-            action="fail_lanes",
-            title="Fail lanes",
-            question=(
-                "Settle every queued and running job of these lanes as failed? Running jobs "
-                "lose their claim: their workers' results are rejected."
-            ),
-            columns=("lane", "pending jobs"),
-            rows=rows,
-            total=len(rows),
-            form=form,
-            confirm_label="Yes, fail these lanes",
-        )
-
-    def _fail_lane(self, lane: str, reason: str, using: str) -> str:
-        settled = 0
-        for _ in range(FAIL_LANE_MAX_BATCHES):
-            failure = api.fail_lane(lane, reason, using=using)
-            settled += len(failure.jobs)
-            if not failure.more or not failure.jobs:
-                break
-        else:
-            return f"Lane {lane!r}: {settled} job(s) failed; more remain, run the action again."
-        return f"Lane {lane!r}: {settled} job(s) failed."
-
-
-def _bounded(queryset: QuerySet[Job]) -> str:
-    count = bounded_count(queryset, confirmation.ACTION_LIMIT * 10)
-    return f"{count}" if count <= confirmation.ACTION_LIMIT * 10 else f"more than {count - 1}"

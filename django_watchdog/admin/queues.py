@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import Count, Min, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -13,12 +15,52 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from .. import api
-from ..domain.states import State
+from ..domain.states import PENDING_STATES, State
 from ..models import Job, Queue
 from . import confirmation, display
 from .base import PAGE_INFO, ReadOnlyAdmin, page_info
+from .job_actions import log
+from .jobs import jobs_url
+
+
+class WorkFilter(admin.SimpleListFilter):
+    """Queues with queued or running jobs by default; idle ones one click away.
+
+    Queue rows are never deleted (enqueue relies on them: see ``Queue``), so a queue per
+    report or per task accumulates; the list leaves the idle ones out of the way instead.
+    The pending queues come from the pending jobs' indexes, never from a scan of all jobs.
+    """
+
+    title = gettext_lazy("work")
+    parameter_name = "work"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("idle", _("idle only")), ("all", _("all queues"))]
+
+    def choices(self, changelist: ChangeList) -> Any:
+        yield {
+            "selected": self.value() is None,
+            "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "display": _("with queued or running jobs"),
+        }
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": self.value() == value,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+                "display": label,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Queue]) -> QuerySet[Queue]:
+        busy = Job.objects.filter(state__in=PENDING_STATES).order_by().values("queue")
+        if self.value() == "all":
+            return queryset
+        if self.value() == "idle":
+            return queryset.exclude(name__in=busy)
+        return queryset.filter(name__in=busy)
 
 
 @admin.register(Queue)
@@ -33,8 +75,9 @@ class QueueAdmin(ReadOnlyAdmin):
         "oldest_queued_age",
         "created_at",
     )
+    list_filter = (WorkFilter,)
     search_fields = ("name",)
-    search_help_text = "The beginning of a queue name."
+    search_help_text = gettext_lazy("The beginning of a queue name.")
     ordering = ("name",)
     actions = ("purge_queued",)
     fields = (
@@ -87,16 +130,16 @@ class QueueAdmin(ReadOnlyAdmin):
                 },
             )
 
-    @admin.display(description="head")
+    @admin.display(description=gettext_lazy("head"))
     def head_state(self, queue: Queue) -> str:
         head = page_info(queue, self)["head"]
         return (
-            f"{head.state} (cancellation requested)"
+            _("%(state)s (cancellation requested)") % {"state": head.state}
             if head.cancellation_requested
             else str(head.state)
         )
 
-    @admin.display(description="head job")
+    @admin.display(description=gettext_lazy("head job"))
     def head_job(self, queue: Queue) -> SafeString | str:
         head = page_info(queue, self)["head"]
         if head.job_id is None:
@@ -104,33 +147,40 @@ class QueueAdmin(ReadOnlyAdmin):
         url = reverse("admin:django_watchdog_job_changelist") + "?" + urlencode({"q": head.job_id})
         return format_html('<a href="{}">{}</a>', url, head.job_id)
 
-    @admin.display(description="queued")
+    @admin.display(description=gettext_lazy("queued"))
     def queued_count(self, queue: Queue) -> int:
         return int(page_info(queue, self)["counts"][State.QUEUED])
 
-    @admin.display(description="running")
+    @admin.display(description=gettext_lazy("running"))
     def running_count(self, queue: Queue) -> int:
         return int(page_info(queue, self)["counts"][State.RUNNING])
 
-    @admin.display(description="settled")
+    @admin.display(description=gettext_lazy("settled"))
     def settled_count(self, queue: Queue) -> int:
         return int(page_info(queue, self)["counts"][State.SETTLED])
 
-    @admin.display(description="oldest queued")
+    @admin.display(description=gettext_lazy("oldest queued"))
     def oldest_queued_age(self, queue: Queue) -> str:
         return str(page_info(queue, self)["oldest_queued_age"])
 
-    @admin.display(description="jobs")
+    @admin.display(description=gettext_lazy("jobs"))
     def jobs_link(self, queue: Queue) -> SafeString:
-        url = reverse("admin:django_watchdog_job_changelist") + "?" + urlencode({"q": queue.name})
-        return format_html('<a href="{}">The jobs of {}</a>', url, queue.name)
+        return format_html(
+            '<a href="{}">{}</a> · <a href="{}">{}</a>',
+            jobs_url(queue=queue.name),
+            _("The jobs of %(queue)s") % {"queue": queue.name},
+            jobs_url(queue=queue.name, state__exact=State.QUEUED.value),
+            _("its queued jobs"),
+        )
 
     # Purging deletes jobs, so it needs the ``delete_job`` permission.
 
     def has_purge_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("django_watchdog.delete_job")
 
-    @admin.action(permissions=["purge"], description="Purge the queued jobs of selected queues")
+    @admin.action(
+        permissions=["purge"], description=gettext_lazy("Purge the queued jobs of selected queues")
+    )
     def purge_queued(self, request: HttpRequest, queryset: QuerySet[Queue]) -> HttpResponse | None:
         names = list(
             queryset.order_by("name").values_list("name", flat=True)[
@@ -140,37 +190,67 @@ class QueueAdmin(ReadOnlyAdmin):
         if len(names) > confirmation.ACTION_LIMIT:
             self.message_user(
                 request,
-                f"Select at most {confirmation.ACTION_LIMIT} queues to purge at once.",
+                _("Select at most %(limit)d queues to purge at once.")
+                % {"limit": confirmation.ACTION_LIMIT},
                 messages.ERROR,
             )
             return None
-        if not confirmation.confirmed(request):
-            queued = dict(
-                Job.objects.using(queryset.db)
-                .filter(queue__in=names, state=State.QUEUED)
-                .order_by()
-                .values("queue")
-                .annotate(n=Count("id"))
-                .values_list("queue", "n")
-            )
+        queued = dict(
+            Job.objects.using(queryset.db)
+            .filter(queue__in=names, state=State.QUEUED)
+            .order_by()
+            .values("queue")
+            .annotate(n=Count("id"))
+            .values_list("queue", "n")
+        )
+        total = sum(queued.values())
+        if not confirmation.confirmed(request) or not total:
             return confirmation.page(
                 self,
                 request,
                 action="purge_queued",
-                title="Purge queued jobs",
-                question=(
-                    "Delete the queued jobs of these queues? Running and settled jobs stay. "
-                    "Deleted jobs are gone: they never run and never reach the settled feed."
-                ),
-                columns=("queue", "queued jobs"),
+                title=_("Purge queued jobs"),
+                question=ngettext(
+                    "Delete %(count)d queued job of these queues? Running and settled jobs "
+                    "stay. Deleted jobs are gone: they never run and never reach the settled "
+                    "feed.",
+                    "Delete %(count)d queued jobs of these queues? Running and settled jobs "
+                    "stay. Deleted jobs are gone: they never run and never reach the settled "
+                    "feed.",
+                    total,
+                )
+                % {"count": total},
+                columns=(_("queue"), _("queued jobs")),
                 rows=[(name, queued.get(name, 0)) for name in names],
                 total=len(names),
-                confirm_label="Yes, purge queued jobs",
+                changes=bool(total),
+                confirm_label=_("Yes, purge queued jobs"),
             )
-        deleted = sum(api.purge_queued(name, using=queryset.db) for name in names)
+        deleted = 0
+        purged: list[Queue] = []
+        for queue in Queue.objects.using(queryset.db).filter(name__in=names).order_by("name"):
+            count = api.purge_queued(queue.name, using=queryset.db)
+            deleted += count
+            if count:
+                purged.append(queue)
+                log(
+                    request,
+                    [queue],
+                    CHANGE,
+                    ngettext(
+                        "Purged %(count)d queued job.", "Purged %(count)d queued jobs.", count
+                    )
+                    % {"count": count},
+                )
         self.message_user(
             request,
-            f"Purged {deleted} queued job(s) from {len(names)} queue(s).",
+            ngettext(
+                "Purged %(count)d queued job", "Purged %(count)d queued jobs", deleted
+            )
+            % {"count": deleted}
+            + " "
+            + ngettext("from %(count)d queue.", "from %(count)d queues.", len(purged))
+            % {"count": len(purged)},
             messages.SUCCESS,
         )
         return None

@@ -13,6 +13,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..conf import setting
 from ..domain.states import State
@@ -35,11 +37,11 @@ def alive_since() -> vendor.DatabaseClock:
 
 
 class AliveFilter(admin.SimpleListFilter):
-    title = "alive"
+    title = gettext_lazy("alive")
     parameter_name = "alive"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "alive"), ("no", "gone")]
+        return [("yes", _("alive")), ("no", _("gone"))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Worker]) -> QuerySet[Worker]:
         if self.value() == "yes":
@@ -101,28 +103,31 @@ class WorkerAdmin(ReadOnlyAdmin):
         queryset: QuerySet[Worker] = super().get_queryset(request)
         return queryset.annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
 
-    @admin.display(description="alive", boolean=True)
+    @admin.display(description=gettext_lazy("alive"), boolean=True)
     def alive(self, worker: Worker) -> bool:
         return bool(page_info(worker, self)["alive"])
 
-    @admin.display(description="last heartbeat")
+    @admin.display(description=gettext_lazy("last heartbeat"))
     def heartbeat_age(self, worker: Worker) -> str:
-        return f"{display.duration(_silent_s(worker))} ago"
+        return _("%(age)s ago") % {"age": display.duration(_silent_s(worker))}
 
-    @admin.display(description="lanes")
+    @admin.display(description=gettext_lazy("lanes"))
     def lanes_display(self, worker: Worker) -> str:
         if worker.lanes:
             return ", ".join(str(lane) for lane in worker.lanes)
         if worker.exclude_lanes:
-            return "all but " + ", ".join(str(lane) for lane in worker.exclude_lanes)
-        return "all"
+            return _("all but %(lanes)s") % {
+                "lanes": ", ".join(str(lane) for lane in worker.exclude_lanes)
+            }
+        return _("all")
 
-    @admin.display(description="running jobs")
+    @admin.display(description=gettext_lazy("running jobs"))
     def running_jobs(self, worker: Worker) -> SafeString | int:
         count = int(page_info(worker, self)["running"])
         if not count:
             return 0
-        query = urlencode({"state": State.RUNNING.value, "claimed_by": worker.worker_id})
+        # Both filters show in the job list's sidebar (state, worker).
+        query = urlencode({"state__exact": State.RUNNING.value, "claimed_by": worker.worker_id})
         url = reverse("admin:django_watchdog_job_changelist") + "?" + query
         return format_html('<a href="{}">{}</a>', url, count)
 

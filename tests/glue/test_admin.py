@@ -178,9 +178,12 @@ def test_nothing_is_addable_editable_or_deletable(admin_client, jobs):
 
 
 def test_queue_list_shows_heads_counts_and_ages(admin_client, jobs):
-    response = admin_client.get(reverse(QUEUES))
+    response = admin_client.get(reverse(QUEUES), {"work": "all"})
     assert response.status_code == 200
     assert rows(response) == ["orders-1", "orders-2", "orders-3"]
+    # By default only queues with queued or running jobs; the idle ones a click away.
+    assert rows(admin_client.get(reverse(QUEUES))) == ["orders-3"]
+    assert rows(admin_client.get(reverse(QUEUES), {"work": "idle"})) == ["orders-1", "orders-2"]
     admin = response.context["cl"].model_admin
     queue = next(q for q in response.context["cl"].result_list if q.name == "orders-3")
     assert admin.head_state(queue) == "running"
@@ -251,8 +254,8 @@ def test_cancel_action_confirms_then_records(client, staff, jobs):
     assert response.status_code == 200
     assert response.templates[0].name == "django_watchdog/admin/confirm_action.html"
     html = response.content.decode()
-    assert "Record a cancellation for 2 pending job(s)?" in html
-    assert "1 settled job(s) will be left as they are." in html
+    assert "Record a cancellation for 2 pending jobs?" in html
+    assert "1 job is settled or already has a cancellation: it is left as it is." in html
     assert Job.objects.exclude(cancellation_id=None).count() == 0
 
     response = post_action(client, JOBS, "request_cancellation", pks, post="yes")
@@ -261,7 +264,7 @@ def test_cancel_action_confirms_then_records(client, staff, jobs):
     assert cancelled == {"wait-1", "run-1"}
     assert wd.queue_head("orders-3").cancellation_requested
     messages = [str(m) for m in client.get(reverse(JOBS)).context["messages"]]
-    assert "Cancellation requested for 2 job(s) (recorded: 2)." in messages
+    assert "Cancellation requested for 2 jobs (recorded: 2)." in messages
 
 
 def test_fail_lane_action_asks_for_a_reason(client, staff, jobs):
@@ -300,7 +303,7 @@ def test_purge_action_needs_delete_permission_and_confirmation(client, staff, jo
     response = post_action(client, QUEUES, "purge_queued", ["orders-3", "orders-1"])
     assert response.status_code == 200
     html = response.content.decode()
-    assert "Delete the queued jobs of these queues?" in html
+    assert "Delete 2 queued jobs of these queues?" in html
     assert Job.objects.filter(queue="orders-3").count() == 3
 
     response = post_action(client, QUEUES, "purge_queued", ["orders-3", "orders-1"], post="yes")
