@@ -1,4 +1,5 @@
-"""In a real browser: the admin's job list, filter, detail and cancel action; the example app.
+"""In a real browser: the admin's job list, filter, detail, cancel action, an explained stuck
+job and a re-run that a real worker runs; the example app.
 
 Playwright for Python drives Debian's Chromium (``apt-get install chromium``; scripts/bootstrap
 does it in CI). Playwright's own browser download is never used. Screenshots go to
@@ -21,7 +22,7 @@ from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
-from django_watchdog.models import Job
+from django_watchdog.models import Job, Worker
 
 pytestmark = pytest.mark.acceptance
 
@@ -139,7 +140,7 @@ def test_admin_list_filter_detail_and_cancel(live_server, browser_page):
     shot(page, "admin-cancel-confirmation")
 
     page.click("input[type=submit][value='Yes, request cancellation']")
-    expect(page.locator(".messagelist")).to_contain_text("Cancellation requested for 1 job(s)")
+    expect(page.locator(".messagelist")).to_contain_text("Cancellation requested for 1 job (")
     shot(page, "admin-cancel-done")
     assert Job.objects.get(job_id="invoice-2").cancellation_id == "cancel:invoice-2"
     assert wd.queue_head("customer-2").cancellation_requested
@@ -186,6 +187,60 @@ def test_dashboard_draws_charts_for_real_data(live_server, browser_page):
     assert box is not None and box["width"] > 100 and box["height"] > 20  # drawn, not hidden
     shot(page, "admin-dashboard")
     assert [url for url in requested if not url.startswith(live_server.url)] == []
+
+
+def _log_in(page, live_server, next_url):
+    User.objects.create_superuser("boss", "boss@example.com", "s3cret-pass")
+    page.goto(live_server.url + "/admin/login/?next=" + next_url)
+    page.fill("#id_username", "boss")
+    page.fill("#id_password", "s3cret-pass")
+    page.click("input[type=submit]")
+
+
+def test_admin_explains_a_stuck_job_and_reruns_a_failed_one(
+    live_server, browser_page, spawn_worker
+):
+    from playwright.sync_api import expect
+
+    from .conftest import wait_until
+
+    # A failed job, settled before any worker runs, and a job in a lane nothing serves.
+    wd.enqueue("build-3", queue="builds", lane="t-record", payload={"result": "built"})
+    claim = Job.objects.claim(worker_id="browser-test")
+    Job.objects.settle("build-3", claim.claim_token, Decision.failed("ValueError: disk full"))
+    wd.enqueue("stuck-1", queue="nowhere-1", lane="t-nowhere")
+    worker = spawn_worker("--lane", "t-record")
+    wait_until(
+        lambda: Worker.objects.filter(lanes=["t-record"]).exists(),
+        message=f"the worker to register\n{worker.output()}",
+    )
+    page = browser_page
+    _log_in(page, live_server, "/admin/django_watchdog/job/")
+
+    row = page.locator("#result_list tr", has=page.locator("a:text-is('stuck-1')"))
+    expect(row.locator(".field-progress")).to_contain_text(
+        "no live worker serves lane t-nowhere, and this project registers no handler for it"
+    )
+    shot(page, "admin-stuck-job-explained")
+
+    page.click("#result_list a:text-is('build-3')")
+    page.click(".object-tools a.watchdog-rerun")
+    expect(page.locator(".watchdog-confirm")).to_contain_text("as a new job, build-3~rerun-1")
+    assert not Job.objects.filter(rerun_of="build-3").exists()  # not before confirming
+    shot(page, "admin-rerun-confirmation")
+    page.click("input[type=submit][value='Yes, re-run']")
+    expect(page.locator(".messagelist")).to_contain_text("Job build-3 re-run as build-3~rerun-1.")
+    expect(page.locator(".field-reruns_display")).to_contain_text("re-run of build-3")
+
+    # The worker runs the re-run; the original stays failed.
+    wait_until(
+        lambda: Job.objects.filter(job_id="build-3~rerun-1", outcome="completed").exists(),
+        message=f"the re-run to complete\n{worker.output()}",
+    )
+    page.reload()
+    expect(page.locator(".field-outcome")).to_contain_text("completed")
+    shot(page, "admin-rerun-completed")
+    assert Job.objects.get(job_id="build-3").outcome == "failed"
 
 
 # The example project: its own web server and worker processes.
