@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core import checks
 
 from .conf import DEFAULTS
+from .domain import validation
+from .domain.errors import InvalidInput
 from .store.batches import BATCH_MAX
 
 #: watchdog's statements use RETURNING (SQLite 3.35) and UPDATE ... FROM (3.33).
@@ -43,13 +45,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 )
             )
     for name in POSITIVE_NUMBERS:
-        value = configured.get(name, DEFAULTS[name])
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            errors.append(
-                checks.Error(
-                    f"WATCHDOG[{name!r}] must be a positive number.", id="django_watchdog.E003"
-                )
-            )
+        try:
+            validation.interval(configured.get(name, DEFAULTS[name]), f"WATCHDOG[{name!r}]")
+        except InvalidInput as error:
+            errors.append(checks.Error(f"{error}.", id="django_watchdog.E003"))
     cap = configured.get("MAX_PAYLOAD_BYTES", DEFAULTS["MAX_PAYLOAD_BYTES"])
     if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
         errors.append(
@@ -80,28 +79,28 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
 def check_operations(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """``RETENTION``, ``SCHEDULES`` and ``ID_RETENTION`` (ids E010, E011, E013)."""
-    from datetime import timedelta
-
     from .schedules import load
 
     errors: list[checks.CheckMessage] = []
     configured = getattr(settings, "WATCHDOG", None)
     retention = configured.get("RETENTION") if isinstance(configured, dict) else None
-    if retention is not None and (
-        isinstance(retention, bool)
-        or not isinstance(retention, int | float | timedelta)
-        or (retention.total_seconds() if isinstance(retention, timedelta) else retention) <= 0
-    ):
-        errors.append(
-            checks.Error(
-                "WATCHDOG['RETENTION'] must be None or a positive number of seconds "
-                "(or a timedelta).",
-                id="django_watchdog.E010",
+    if retention is not None:
+        try:
+            validation.age(retention, "WATCHDOG['RETENTION']")
+        except InvalidInput as error:
+            errors.append(
+                checks.Error(
+                    f"{error}.",
+                    hint="None keeps settled jobs forever; otherwise a number of seconds "
+                    "or a timedelta.",
+                    id="django_watchdog.E010",
+                )
             )
-        )
     errors.extend(checks.Error(problem, id="django_watchdog.E011") for problem in load()[1])
     id_retention = configured.get("ID_RETENTION") if isinstance(configured, dict) else None
-    if id_retention is not None and not _period_covers(id_retention, retention):
+    if id_retention is not None and not (
+        _period_covers(id_retention, retention) and _reachable(id_retention)
+    ):
         errors.append(
             checks.Error(
                 "WATCHDOG['ID_RETENTION'] must be None or a positive number of seconds "
@@ -111,6 +110,15 @@ def check_operations(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
             )
         )
     return errors
+
+
+def _reachable(period: object) -> bool:
+    """Whether ``now - period`` is a date (``validation.age``: at most 1,000 years)."""
+    try:
+        validation.age(period, "period")
+    except InvalidInput:
+        return False
+    return True
 
 
 def _period_covers(value: object, shorter: object) -> bool:

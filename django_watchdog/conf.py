@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from .domain import validation
+from .domain.errors import InvalidInput
 
 DEFAULTS: dict[str, Any] = {
     # Largest payload accepted by enqueue(), in bytes of canonical JSON.
@@ -47,3 +52,30 @@ def setting(name: str) -> Any:
     if name in configured:
         return configured[name]
     return DEFAULTS[name]
+
+
+def seconds(name: str) -> float:
+    """``WATCHDOG[name]`` as a finite, positive number of seconds (at most a year).
+
+    Raises ``ImproperlyConfigured`` naming the setting (``manage.py check`` reports the
+    same as ``django_watchdog.E003``).
+    """
+    try:
+        return validation.interval(setting(name), f"WATCHDOG[{name!r}]")
+    except InvalidInput as error:
+        raise ImproperlyConfigured(str(error)) from error
+
+
+def age(name: str) -> timedelta | None:
+    """``WATCHDOG[name]`` (seconds or a ``timedelta``) as a ``timedelta``, or ``None``.
+
+    Raises ``ImproperlyConfigured`` naming the setting for anything but ``None`` or a
+    positive age of at most 1,000 years (``django_watchdog.E010``).
+    """
+    value = setting(name)
+    if value is None:
+        return None
+    try:
+        return validation.age(value, f"WATCHDOG[{name!r}]")
+    except InvalidInput as error:
+        raise ImproperlyConfigured(str(error)) from error

@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from ..conf import setting
+from ..conf import seconds
 from ..domain.states import State
 from ..engine import liveness
 from ..models import Job, Worker
@@ -26,7 +26,7 @@ from .base import PAGE_INFO, ReadOnlyAdmin, page_info
 
 
 def timeout() -> float:
-    return float(setting("WORKER_TIMEOUT"))
+    return seconds("WORKER_TIMEOUT")
 
 
 def alive_since() -> vendor.DatabaseClock:

@@ -6,7 +6,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import InvalidInput
@@ -15,18 +15,47 @@ MAX_SAFE_INTEGER = 2**53 - 1
 IDENTIFIER_MAX = 256
 LANE_MAX = 64
 REASON_MAX = 200
+#: Longest interval a timing setting or option may hold: one year. A thread's wait
+#: overflows near 292 years, and a poll or heartbeat beyond a year is a typo.
+MAX_INTERVAL = 365 * 86400.0
+#: Longest retention period or prune age: 1,000 years (further back than year 1 from
+#: today cannot be a date at all).
+MAX_AGE = timedelta(days=365_250)
 LANE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}")
 
 
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as text, or ``None``.
+
+    Both databases store UTF-8 without NUL: PostgreSQL refuses a NUL in text and jsonb,
+    and a lone surrogate (a str Python holds, e.g. from ``surrogateescape``) is no UTF-8
+    at all, so the driver would raise its own error, or SQLite would store what cannot be
+    read back.
+    """
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"contains a lone surrogate ({value[error.start]!r} at index {error.start})"
+    return None
+
+
+def _storable(value: str, field: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidInput(field, f"must not contain NUL or lone surrogates: {problem}")
+    return value
+
+
 def identifier(value: object, field: str) -> str:
-    """A job id, queue name or cancellation id: a str of 1–256 characters."""
+    """A job id, queue name or cancellation id: a str of 1–256 characters, storable as
+    UTF-8 text (no NUL, no lone surrogate)."""
     if not isinstance(value, str):
         raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
     if not 1 <= len(value) <= IDENTIFIER_MAX:
         raise InvalidInput(field, f"must be 1–{IDENTIFIER_MAX} characters, got {len(value)}")
-    if "\x00" in value:
-        raise InvalidInput(field, "must not contain NUL characters")
-    return value
+    return _storable(value, field)
 
 
 def lane(value: object, field: str = "lane") -> str:
@@ -81,7 +110,7 @@ def reason(value: object, field: str = "reason") -> str:
         raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
     if not 1 <= len(value) <= REASON_MAX:
         raise InvalidInput(field, f"must be 1–{REASON_MAX} characters, got {len(value)}")
-    return value
+    return _storable(value, field)
 
 
 def _check_json(value: Any, field: str, path: str, depth: int) -> None:
@@ -94,8 +123,9 @@ def _check_json(value: Any, field: str, path: str, depth: int) -> None:
             raise InvalidInput(field, f"{value!r} at {path} is not a JSON number")
         return
     if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidInput(field, f"string at {path} contains a NUL character")
+        problem = text_problem(value)
+        if problem is not None:
+            raise InvalidInput(field, f"string at {path} {problem}")
         return
     if isinstance(value, list):
         for index, item in enumerate(value):
@@ -105,8 +135,9 @@ def _check_json(value: Any, field: str, path: str, depth: int) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidInput(field, f"key {key!r} at {path} is not a str")
-            if "\x00" in key:
-                raise InvalidInput(field, f"key at {path} contains a NUL character")
+            problem = text_problem(key)
+            if problem is not None:
+                raise InvalidInput(field, f"key at {path} {problem}")
             _check_json(item, field, f"{path}.{key}", depth + 1)
         return
     raise InvalidInput(field, f"{type(value).__name__} at {path} is not a JSON value")
@@ -142,13 +173,24 @@ def encode_cursor(position: int) -> str:
 
 
 def aware_datetime(value: object, field: str) -> datetime | None:
-    """``None`` or a timezone-aware datetime (a naive one is ambiguous across machines)."""
+    """``None`` or a timezone-aware datetime whose UTC instant lies in years 1–9999.
+
+    A naive datetime is ambiguous across machines. Both databases store the UTC instant;
+    one outside Python's years 1–9999 (``datetime.max`` in a western zone) would be stored
+    by PostgreSQL but could never be read back.
+    """
     if value is None:
         return None
     if not isinstance(value, datetime):
         raise InvalidInput(field, f"must be a datetime, not {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInput(field, "must be timezone-aware (a naive datetime is ambiguous)")
+    try:
+        value.astimezone(UTC)
+    except OverflowError as error:
+        raise InvalidInput(
+            field, f"{value.isoformat()} is outside years 1–9999 in UTC ({error})"
+        ) from error
     return value
 
 
@@ -161,3 +203,34 @@ def seconds(value: object, field: str, *, maximum: float = 7 * 86400) -> float |
     if not (0 < value <= maximum) or not math.isfinite(value):
         raise InvalidInput(field, f"must be more than 0 and at most {maximum} seconds, got {value}")
     return float(value)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def interval(value: object, field: str, *, maximum: float = MAX_INTERVAL) -> float:
+    """A finite number of seconds more than 0 and at most ``maximum`` (NaN, infinity, a
+    negative or an overflowing number would spin, crash or never end a wait)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(field, f"must be a number of seconds, not {type(value).__name__}")
+    if not (0 < value <= maximum and math.isfinite(value)):  # NaN fails the comparison
+        raise InvalidInput(
+            field,
+            f"must be a finite number of seconds more than 0 and at most {maximum:.0f}, "
+            f"got {_shown(value)}",
+        )
+    return float(value)
+
+
+def age(value: object, field: str) -> timedelta:
+    """A positive ``timedelta`` (or number of seconds) of at most ``MAX_AGE``: how far back
+    a cut-off such as ``now - age`` may reach and still be a date."""
+    if isinstance(value, timedelta):
+        if not timedelta(0) < value <= MAX_AGE:
+            raise InvalidInput(
+                field, f"must be more than 0 and at most {MAX_AGE.days} days, got {value}"
+            )
+        return value
+    return timedelta(seconds=interval(value, field, maximum=MAX_AGE.total_seconds()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from ..conf import setting
+from ..conf import age
 from . import events
 from .clock import Clock
 from .schedules import FireFunction, Schedule, Scheduler, database_fire
@@ -17,11 +17,9 @@ PRUNE_BATCHES_PER_PASS = 5
 
 
 def retention() -> timedelta | None:
-    """``WATCHDOG["RETENTION"]`` as a ``timedelta`` (seconds or a timedelta), or ``None``."""
-    value = setting("RETENTION")
-    if value is None or isinstance(value, timedelta):
-        return value
-    return timedelta(seconds=float(value))
+    """``WATCHDOG["RETENTION"]`` as a ``timedelta`` (seconds or a timedelta), or ``None``;
+    ``ImproperlyConfigured`` naming the setting if it is no age a cut-off can reach."""
+    return age("RETENTION")
 
 
 class Housekeeping:

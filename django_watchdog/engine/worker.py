@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from .. import handlers as registry
-from ..conf import setting
+from ..conf import seconds, setting
 from ..domain import decisions
 from ..domain.errors import WatchdogError
 from ..domain.retries import RetryPolicy
@@ -76,7 +76,7 @@ class WorkerOptions:
 
     def timing(self, name: str) -> float:
         value = getattr(self, name)
-        return float(setting(name.upper()) if value is None else value)
+        return seconds(name.upper()) if value is None else float(value)
 
     def batch_size(self) -> int:
         value = setting("BATCH") if self.batch is None else self.batch

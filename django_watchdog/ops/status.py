@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connections
 from django.db.models import Count, Min, Q
 
-from ..conf import setting
+from ..conf import seconds
 from ..domain.states import PENDING_STATES, State
 from ..engine import liveness
 from ..engine.housekeeping import retention
@@ -111,7 +111,7 @@ def collect(using: str, *, now: datetime) -> Status:
     settled, exact = _settled_count(jobs.filter(state=State.SETTLED))
     counts[State.SETTLED.value] = settled
 
-    timeout = float(setting("WORKER_TIMEOUT"))
+    timeout = seconds("WORKER_TIMEOUT")
     running_by = dict(
         jobs.filter(state=State.RUNNING)
         .values("claimed_by")

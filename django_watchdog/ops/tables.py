@@ -8,6 +8,9 @@ from datetime import timedelta
 
 from django.utils.dateparse import parse_duration
 
+from ..domain import validation
+from ..domain.errors import InvalidInput
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SHORT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 
@@ -46,11 +49,12 @@ def ago(seconds: float | None) -> str:
 def parse_age(text: str) -> timedelta:
     """``30d``, ``12h``, ``90m``, ``45s``, ``2w``, plain seconds, or ISO 8601 (``P3D``).
 
-    Raises ``ValueError`` naming the accepted forms; the age must be positive.
+    Raises ``ValueError`` naming the accepted forms; the age must be positive and at most
+    1,000 years (``validation.age``), so ``now - age`` is a date.
     """
     match = _SHORT.match(text)
     if match:
-        age = timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2) or "s"])
+        age: timedelta | float = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     else:
         parsed = parse_duration(text.strip())
         if parsed is None:
@@ -59,6 +63,7 @@ def parse_age(text: str) -> timedelta:
                 "a number of seconds, or ISO 8601 such as P3D"
             )
         age = parsed
-    if age <= timedelta(0):
-        raise ValueError(f"{text!r} must be a positive duration")
-    return age
+    try:
+        return validation.age(age, "age")
+    except InvalidInput as error:
+        raise ValueError(f"{text!r}: {error.problem}") from error

@@ -362,3 +362,11 @@ def test_exit_code_and_message_from_the_shell():
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["counts"]["queued"] == 1
+
+
+@pytest.mark.parametrize("age", ["1000000d", "99999999999999999999s", "P999999D", "inf", "1e400"])
+def test_prune_refuses_an_age_that_overflows(age):
+    wd.enqueue("kept", queue="q")
+    with pytest.raises(CommandError, match="older-than"):
+        watchdog("prune", "--older-than", age, "--yes")
+    assert Job.objects.filter(job_id="kept").exists()

@@ -7,6 +7,7 @@ check the verbs raise before touching the database; the store tests check nothin
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -14,6 +15,10 @@ import pytest
 import django_watchdog as wd
 
 MAX = 2**53 - 1
+#: A lone surrogate: a str Python holds but no UTF-8 text (nor either database) can.
+SURROGATE = "\ud800"
+WEST = timezone(timedelta(hours=-5))
+EAST = timezone(timedelta(hours=5))
 
 GOOD_ENQUEUE: dict[str, Any] = {"job_id": "j", "queue": "q"}
 
@@ -37,6 +42,9 @@ BAD_INPUTS = [
     _case("queue-int", "enqueue", _enqueue(queue=7), "queue"),
     _case("queue-empty", "enqueue", _enqueue(queue=""), "queue"),
     _case("queue-257", "enqueue", _enqueue(queue="q" * 257), "queue"),
+    _case("job_id-surrogate", "enqueue", _enqueue(job_id="a" + SURROGATE), "job_id"),
+    _case("queue-surrogate", "enqueue", _enqueue(queue=SURROGATE), "queue"),
+    _case("queue-nul", "enqueue", _enqueue(queue="q\x00"), "queue"),
     # enqueue: lane grammar
     _case("lane-empty", "enqueue", _enqueue(lane=""), "lane"),
     _case("lane-int", "enqueue", _enqueue(lane=1), "lane"),
@@ -68,6 +76,29 @@ BAD_INPUTS = [
     # A tuple would come back as a list: the handler would not get its payload unchanged.
     _case("payload-tuple", "enqueue", _enqueue(payload=(1, 2)), "payload"),
     _case("payload-nul-str", "enqueue", _enqueue(payload="a\x00"), "payload"),
+    _case("payload-surrogate", "enqueue", _enqueue(payload=SURROGATE), "payload"),
+    _case(
+        "payload-nested-surrogate", "enqueue", _enqueue(payload={"a": ["b" + SURROGATE]}), "payload"
+    ),
+    _case("payload-key-surrogate", "enqueue", _enqueue(payload={"\udfff": 1}), "payload"),
+    _case("payload-huge-int", "enqueue", _enqueue(payload=10**5000), "payload"),
+    # enqueue: run_after must be a UTC instant both databases and Python can hold
+    _case(
+        "run_after-max-west",
+        "enqueue",
+        _enqueue(run_after=datetime.max.replace(tzinfo=WEST)),
+        "run_after",
+    ),
+    _case(
+        "run_after-min-east",
+        "enqueue",
+        _enqueue(run_after=datetime.min.replace(tzinfo=EAST)),
+        "run_after",
+    ),
+    _case("run_after-naive", "enqueue", _enqueue(run_after=datetime(2030, 1, 1)), "run_after"),
+    _case("run_after-str", "enqueue", _enqueue(run_after="2030-01-01"), "run_after"),
+    _case("timeout-nan", "enqueue", _enqueue(timeout=math.nan), "timeout"),
+    _case("timeout-inf", "enqueue", _enqueue(timeout=math.inf), "timeout"),
     # enqueue: recovery policy
     _case("max_recoveries-negative", "enqueue", _enqueue(max_recoveries=-1), "max_recoveries"),
     _case("max_recoveries-bool", "enqueue", _enqueue(max_recoveries=False), "max_recoveries"),
@@ -85,12 +116,24 @@ BAD_INPUTS = [
     _case(
         "cancel-id-257", "cancel", {"job_id": "j", "cancellation_id": "c" * 257}, "cancellation_id"
     ),
+    _case("cancel-job_id-surrogate", "cancel", {"job_id": SURROGATE}, "job_id"),
+    _case(
+        "cancel-id-surrogate",
+        "cancel",
+        {"job_id": "j", "cancellation_id": SURROGATE},
+        "cancellation_id",
+    ),
+    _case(
+        "cancel-id-nul", "cancel", {"job_id": "j", "cancellation_id": "c\x00"}, "cancellation_id"
+    ),
     _case("cancel-only-int", "cancel", {"job_id": "j", "only_if_queued": 1}, "only_if_queued"),
     _case("cancel-only-none", "cancel", {"job_id": "j", "only_if_queued": None}, "only_if_queued"),
     _case("cancel-using", "cancel", {"job_id": "j", "using": "nope"}, "using"),
     # reads
     _case("get_job-int", "get_job", {"job_id": 5}, "job_id"),
     _case("get_job-empty", "get_job", {"job_id": ""}, "job_id"),
+    _case("get_job-surrogate", "get_job", {"job_id": SURROGATE}, "job_id"),
+    _case("queue_head-surrogate", "queue_head", {"queue": "q" + SURROGATE}, "queue"),
     _case("queue_head-empty", "queue_head", {"queue": ""}, "queue"),
     _case("queue_head-none", "queue_head", {"queue": None}, "queue"),
     _case("latest_settled-257", "latest_settled", {"queue": "q" * 257}, "queue"),
@@ -118,6 +161,9 @@ BAD_INPUTS = [
     _case("fail_lane-reason-201", "fail_lane", {"lane": "a", "reason": "r" * 201}, "reason"),
     _case("fail_lane-reason-int", "fail_lane", {"lane": "a", "reason": 5}, "reason"),
     _case("fail_lane-reason-none", "fail_lane", {"lane": "a", "reason": None}, "reason"),
+    _case("fail_lane-reason-surrogate", "fail_lane", {"lane": "a", "reason": SURROGATE}, "reason"),
+    _case("fail_lane-reason-nul", "fail_lane", {"lane": "a", "reason": "r\x00"}, "reason"),
+    _case("purge-surrogate", "purge_queued", {"queue": SURROGATE}, "queue"),
     _case("purge-empty", "purge_queued", {"queue": ""}, "queue"),
     _case("purge-int", "purge_queued", {"queue": 1}, "queue"),
     _case("purge-using", "purge_queued", {"queue": "q", "using": 0}, "using"),

@@ -88,8 +88,79 @@ def test_the_sqlite_version_does_not_matter_without_sqlite(monkeypatch):
         ({"ID_RETENTION": "30d"}, ["django_watchdog.E013"]),
         ({"ID_RETENTION": True}, ["django_watchdog.E013"]),
         ({"RETENTION": 7200, "ID_RETENTION": 3600}, ["django_watchdog.E013"]),
+        ({"ID_RETENTION": float("inf")}, ["django_watchdog.E013"]),
+        ({"ID_RETENTION": 1e12}, ["django_watchdog.E013"]),
+        ({"ID_RETENTION": timedelta(days=10**6)}, ["django_watchdog.E013"]),
     ],
 )
 def test_id_retention_is_a_period_no_shorter_than_retention(watchdog, expected):
     with override_settings(WATCHDOG=watchdog):
         assert [message.id for message in check_operations()] == expected
+
+
+SECONDS_SETTINGS = (
+    "POLL_INTERVAL",
+    "HEARTBEAT_INTERVAL",
+    "WORKER_TIMEOUT",
+    "SHUTDOWN_GRACE",
+    "TIMEOUT_GRACE",
+)
+
+
+@pytest.mark.parametrize("name", SECONDS_SETTINGS)
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), -1.0, 1e12, pytest.param(10**400, id="10**400")]
+)
+def test_a_number_of_seconds_must_be_finite_and_bounded(name, value):
+    with override_settings(WATCHDOG={name: value}):
+        messages = check_settings()
+    assert [message.id for message in messages] == ["django_watchdog.E003"]
+    assert f"WATCHDOG[{name!r}]" in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        float("nan"),
+        float("inf"),
+        -5,
+        0,
+        1e12,
+        pytest.param(10**400, id="10**400"),
+        timedelta(days=10**6),
+        timedelta(0),
+    ],
+)
+def test_retention_must_be_a_positive_bounded_age(value):
+    with override_settings(WATCHDOG={"RETENTION": value}):
+        messages = checks.check_operations()
+    assert [message.id for message in messages] == ["django_watchdog.E010"]
+    assert "WATCHDOG['RETENTION']" in messages[0].msg
+
+
+@pytest.mark.parametrize("value", [None, 1, 86400.0 * 365 * 100, timedelta(days=30)])
+def test_good_retention_passes(value):
+    with override_settings(WATCHDOG={"RETENTION": value}):
+        assert checks.check_operations() == []
+
+
+@pytest.mark.parametrize("value", [float("nan"), 1e12, -1])
+def test_reading_a_bad_retention_at_run_time_names_the_setting(value):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from django_watchdog.engine.housekeeping import retention
+
+    with override_settings(WATCHDOG={"RETENTION": value}):
+        with pytest.raises(ImproperlyConfigured, match=r"WATCHDOG\['RETENTION'\]"):
+            retention()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0, 1e12])
+def test_reading_a_bad_timing_at_run_time_names_the_setting(value):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from django_watchdog.engine.worker import WorkerOptions
+
+    with override_settings(WATCHDOG={"POLL_INTERVAL": value}):
+        with pytest.raises(ImproperlyConfigured, match=r"WATCHDOG\['POLL_INTERVAL'\]"):
+            WorkerOptions().timing("poll_interval")

@@ -17,7 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
 from ... import api
-from ...conf import setting
+from ...conf import seconds, setting
 from ...domain import reruns, validation
 from ...domain.errors import WatchdogError
 from ...engine import liveness
@@ -238,7 +238,7 @@ class Command(BaseCommand):
     def recover(self, using: str, options: dict[str, Any]) -> None:
         from ...models import Job
 
-        timeout = float(setting("WORKER_TIMEOUT"))
+        timeout = seconds("WORKER_TIMEOUT")
         local = liveness.judge_local(workers.on_host(using, liveness.this_host()))
         results = Job.objects.db_manager(using).recover(
             timeout=timeout, dead_workers=local.dead, alive_workers=local.alive

@@ -18,13 +18,6 @@ from ...handlers import registered
 from ...store.batches import BATCH_MAX
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise ValueError(text)
-    return value
-
-
 class Command(BaseCommand):
     help = (
         "Run a watchdog worker: claim ready jobs of the lanes it serves, run their handlers "
@@ -79,14 +72,14 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--poll-interval",
-            type=_positive_float,
+            type=float,
             default=None,
             metavar="SECONDS",
             help="Longest idle wait between polls (default WATCHDOG['POLL_INTERVAL']).",
         )
         parser.add_argument(
             "--shutdown-grace",
-            type=_positive_float,
+            type=float,
             default=None,
             metavar="SECONDS",
             help="Time running jobs get after SIGTERM (default WATCHDOG['SHUTDOWN_GRACE']).",
@@ -113,6 +106,13 @@ class Command(BaseCommand):
             batch = options["batch"]
             if batch is not None:
                 batch = validation.integer(batch, "--batch", minimum=1, maximum=BATCH_MAX)
+            poll_interval, shutdown_grace = (
+                None if options[name] is None else validation.interval(options[name], option)
+                for name, option in (
+                    ("poll_interval", "--poll-interval"),
+                    ("shutdown_grace", "--shutdown-grace"),
+                )
+            )
             worker_id = options["worker_id"]
             if worker_id is not None:
                 worker_id = validation.identifier(worker_id, "--worker-id")[:64]
@@ -132,8 +132,8 @@ class Command(BaseCommand):
                 concurrency=concurrency,
                 batch=batch,
                 burst=options["burst"],
-                poll_interval=options["poll_interval"],
-                shutdown_grace=options["shutdown_grace"],
+                poll_interval=poll_interval,
+                shutdown_grace=shutdown_grace,
                 **extra,
             ),
             handlers=handlers,
