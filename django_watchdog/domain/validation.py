@@ -6,6 +6,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
+from decimal import Decimal
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -153,6 +154,29 @@ def canonical_json(value: Any, field: str, *, max_bytes: int | None = None) -> s
     if max_bytes is not None and len(text) > max_bytes:
         raise InvalidInput(field, f"is {len(text)} bytes as JSON, over the {max_bytes}-byte cap")
     return text
+
+
+def json_identity(value: Any) -> Any:
+    """What two JSON values must share to be the same payload: the JSON value, with
+    numbers compared as numbers.
+
+    A number stands for the decimal it is written as (a float for its shortest repr), so
+    ``1e16`` and ``10000000000000000``, ``-0.0`` and ``0``, ``1.0`` and ``1`` are one
+    value, however a database hands them back (PostgreSQL's ``jsonb`` writes numbers out
+    in full); two numbers that differ in any digit differ. ``true`` is not ``1``, and
+    key order never matters.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return (type(value).__name__, value)
+    if isinstance(value, int):
+        return ("number", Decimal(value))
+    if isinstance(value, float):
+        return ("number", Decimal(repr(value)))
+    if isinstance(value, list):
+        return ("list", tuple(json_identity(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((key, json_identity(item)) for key, item in value.items()))
+    return ("other", repr(value))
 
 
 def cursor(value: object) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +23,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NewJob:
-    """A validated enqueue request; ``payload_json`` is the canonical text idempotency compares."""
+    """A validated enqueue request; ``payload_json`` is its canonical text (what the size cap
+    counts). A repeat is a duplicate when the stored payload is the same JSON value
+    (``validation.json_identity``: numbers compare as numbers)."""
 
     job_id: str
     queue: str
@@ -70,14 +71,18 @@ class NewJob:
             timeout=validation.seconds(timeout, "timeout"),
         )
 
+    @property
+    def payload_identity(self) -> Any:
+        """What a stored payload must equal for a repeat to be a duplicate."""
+        return validation.json_identity(self.payload)
+
     def differences(self, job: Job) -> list[str]:
         """Fields in which ``job`` differs from this request, in contract order."""
-        stored_payload = json.dumps(job.payload, sort_keys=True, separators=(",", ":"))
         pairs = (
             ("queue", job.queue == self.queue),
             ("lane", job.lane == self.lane),
             ("priority", job.priority == self.priority),
-            ("payload", stored_payload == self.payload_json),
+            ("payload", validation.json_identity(job.payload) == self.payload_identity),
             ("max_recoveries", job.max_recoveries == self.max_recoveries),
             ("run_after", job.run_after == self.run_after),
             ("retry", job.retry_policy == (self.retry.to_json() if self.retry else None)),

@@ -155,3 +155,37 @@ def test_lanes_list_rejects_a_bare_str_and_dedupes() -> None:
 def test_flag_needs_a_bool(value: Any) -> None:
     with pytest.raises(InvalidInput):
         validation.flag(value, "only_if_queued")
+
+
+class TestJsonIdentity:
+    """A payload is its JSON value: numbers compare as the decimals they are written as."""
+
+    @pytest.mark.parametrize(
+        ("one", "two"),
+        [
+            (1e16, 10**16),
+            (-0.0, 0),
+            (1.0, 1),
+            (1.7976931348623157e308, 17976931348623157 * 10**292),
+            (1.5e-7, 0.00000015),
+            ({"a": 1, "b": [2.0]}, {"b": [2], "a": 1.0}),
+        ],
+    )
+    def test_same_value(self, one: Any, two: Any) -> None:
+        assert validation.json_identity(one) == validation.json_identity(two)
+
+    @pytest.mark.parametrize(
+        ("one", "two"),
+        [
+            (True, 1),
+            (False, 0),
+            (None, 0),
+            ("1", 1),
+            (10**16 + 1, 1e16),
+            ([1, 2], [2, 1]),
+            ({"a": 1}, {"a": 1, "b": None}),
+            ([[]], [{}]),
+        ],
+    )
+    def test_different_value(self, one: Any, two: Any) -> None:
+        assert validation.json_identity(one) != validation.json_identity(two)
