@@ -8,13 +8,15 @@ from typing import Any
 from django.db import models
 
 from .domain.errors import WatchdogError
+from .store.as_stored import as_stored
 
 
 class StrictJSONField(models.JSONField):
     """Django's JSONField returns undecodable text as a str; this one raises instead.
 
     A row edited by hand must surface as ``WatchdogError(kind="store_unavailable")``,
-    never as a payload silently turned into a string.
+    never as a payload silently turned into a string (but inside
+    ``store.as_stored.reading_as_stored()``, where it loads as that text).
     """
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
@@ -23,6 +25,8 @@ class StrictJSONField(models.JSONField):
         try:
             return json.loads(value)
         except json.JSONDecodeError as error:
+            if as_stored():
+                return value
             raise WatchdogError(
                 f"column {self.attname!r} holds text that is not JSON: {error}",
                 kind="store_unavailable",

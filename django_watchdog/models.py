@@ -11,7 +11,9 @@ from .domain import validation
 from .domain.errors import WatchdogError
 from .domain.states import Outcome, State
 from .fields import StrictJSONField
+from .store.as_stored import as_stored
 from .store.manager import JobManager
+from .store.timestamps import UnreadableTimestamp
 
 QUEUED, RUNNING, SETTLED = State.QUEUED.value, State.RUNNING.value, State.SETTLED.value
 PENDING = (QUEUED, RUNNING)
@@ -268,7 +270,7 @@ def check_decodes(job: Job) -> Job:
     """``job``, unless its row breaks the grammar no constraint can hold (edited by hand):
     then ``WatchdogError(kind="store_unavailable")`` for that job."""
     problem = _row_problem(job.__dict__)
-    if problem is not None:
+    if problem is not None and not as_stored():
         raise WatchdogError(
             f"job row does not decode: {problem}",
             kind="store_unavailable",
@@ -297,6 +299,9 @@ def _row_problem(loaded: dict[str, Any]) -> str | None:
                 check(loaded[name])
             except WatchdogError as error:
                 return str(error)
+    for name, value in loaded.items():
+        if isinstance(value, UnreadableTimestamp):
+            return f"{name} is out of range ({value.stored}: not in years 1-9999)"
     return None
 
 

@@ -9,6 +9,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db import models
 from django.http import HttpRequest
 
+from ..store.as_stored import reading_as_stored
 from .pagination import EstimatedCountPaginator
 
 #: Attribute under which ``annotate_page`` leaves its per-row figures on each instance.
@@ -20,7 +21,9 @@ class PageChangeList(ChangeList):
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
-        rows = list(self.result_list)  # evaluates (and caches) the page's queryset once
+        # A row edited by hand into something that does not decode is listed as stored.
+        with reading_as_stored():
+            rows = list(self.result_list)  # evaluates (and caches) the page's queryset once
         annotate = getattr(self.model_admin, "annotate_page", None)
         if annotate is not None and rows:
             annotate(rows)

@@ -6,8 +6,8 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from decimal import Decimal
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from .errors import InvalidInput

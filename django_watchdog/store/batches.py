@@ -169,7 +169,9 @@ def settle_many(
         found = vendor.fetch_rows(using, SETTLE_MANY_SQLITE, "(%s, %s, %s, %s, %s, %s)", values)
         queues = sorted({row[rows.column_index("queue")] for row in found})
         vendor.fetch_rows(using, READY_NEXT_HEADS_SQLITE, "%s", [(q,) for q in queues])
-    settled = {job.job_id: job for job in (rows.to_job(using, row) for row in found)}
+    settled = {
+        job.job_id: job for job in (rows.to_job(using, row, as_stored=True) for row in found)
+    }
     results = []
     for s in settlements:
         job = settled.get(s.job_id)

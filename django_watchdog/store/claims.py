@@ -23,6 +23,7 @@ from ..domain.states import Outcome, State
 from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, QueueHead, ReconcileResult, SettleResult
 from . import heads, rows, vendor
+from .as_stored import reading_as_stored
 
 if TYPE_CHECKING:
     pass
@@ -39,6 +40,12 @@ class Partition:
 
 
 DUE = "(j.retry_at IS NULL OR j.retry_at <= %s OR j.cancellation_id IS NOT NULL)"
+#: A ready flag set by hand beside a running job of its queue is skipped, never claimed
+#: into a second run (one probe of the one-running-per-queue index). A cancelled job
+#: settles unrun, so it may go beside one. Two ready jobs of one queue in a claim: only
+#: the better is taken (``nth_of_queue``); the queue's next settle puts the flags right.
+BESIDE_NOTHING_RUNNING = """(j.cancellation_id IS NOT NULL OR NOT EXISTS (
+        SELECT 1 FROM watchdog_job r WHERE r.queue = j.queue AND r.state = 'running'))"""
 
 #: What a claim writes to each ``taken`` row it ``picked`` (``n``: its rank in the claim): a
 #: cancelled job settles ``cancelled`` unrun, any other runs under a fresh token.
@@ -55,15 +62,22 @@ CLAIM_SET = """
 """
 CLAIM_POSTGRES = f"""
 WITH candidate AS (
-    SELECT j.id, j.cancellation_id IS NOT NULL AS cancelled
+    SELECT j.id, j.queue, j.priority, j.position, j.cancellation_id IS NOT NULL AS cancelled
       FROM watchdog_job j
       JOIN watchdog_queue q ON q.name = j.queue
-     WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE}
+     WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} AND {BESIDE_NOTHING_RUNNING}
      ORDER BY j.priority DESC, j.position ASC
      LIMIT %s
        FOR UPDATE OF q SKIP LOCKED
 ),
-picked AS (SELECT id, cancelled, row_number() OVER () AS n FROM candidate)
+picked AS (
+    SELECT id, cancelled, row_number() OVER () AS n FROM (
+        SELECT id, cancelled,
+               row_number() OVER (PARTITION BY queue, cancelled ORDER BY priority DESC, position)
+                   AS nth_of_queue
+          FROM candidate) AS ranked
+     WHERE cancelled OR nth_of_queue = 1
+)
 UPDATE watchdog_job AS taken SET {CLAIM_SET}
   FROM picked
  WHERE taken.id = picked.id AND taken.ready = <TRUE> AND taken.state = 'queued'
@@ -75,14 +89,23 @@ RETURNING <taken.COLUMNS>
 CLAIM_SQLITE = f"""
 UPDATE watchdog_job AS taken SET {CLAIM_SET}
   FROM (SELECT id, cancelled, row_number() OVER () AS n FROM (
-            SELECT j.id, j.cancellation_id IS NOT NULL AS cancelled FROM watchdog_job j
-             WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE}
-             ORDER BY j.priority DESC, j.position ASC
-             LIMIT %s)) AS picked
+            SELECT id, cancelled, row_number() OVER (
+                       PARTITION BY queue, cancelled ORDER BY priority DESC, position
+                   ) AS nth_of_queue FROM (
+                SELECT j.id, j.queue, j.priority, j.position,
+                       j.cancellation_id IS NOT NULL AS cancelled
+                  FROM watchdog_job j
+                 WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} AND {BESIDE_NOTHING_RUNNING}
+                 ORDER BY j.priority DESC, j.position ASC
+                 LIMIT %s))
+          WHERE cancelled OR nth_of_queue = 1) AS picked
  WHERE taken.id = picked.id AND taken.state = 'queued'
 RETURNING <COLUMNS>
 """
-ANY_READY = f"SELECT 1 FROM watchdog_job j WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} LIMIT 1"
+ANY_READY = (
+    "SELECT 1 FROM watchdog_job j"
+    f" WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} AND {BESIDE_NOTHING_RUNNING} LIMIT 1"
+)
 SETTLE = """
 UPDATE watchdog_job SET
     state = 'settled',
@@ -313,7 +336,7 @@ def settle_in_transaction(
         changed = vendor.fetch(using, SETTLE, settle_params)
     if not changed:
         return unchanged(using, job_id, claim_token, decision)
-    job = rows.to_job(using, changed[0])
+    job = rows.to_job(using, changed[0], as_stored=True)
     head = heads.refresh(using, queue)
     if job.state == State.QUEUED:
         heads.announce(queue, head, using=using)
@@ -366,7 +389,7 @@ def _settle_postgres(
     if not found:
         return unchanged(using, job_id, claim_token, decision)
     width = len(rows.job_fields())
-    job = rows.to_job(using, found[0][:width])
+    job = rows.to_job(using, found[0][:width], as_stored=True)
     head_row = found[0][width:]
     head = heads.head_of(None if head_row[0] is None else head_row)
     heads.announce(queue, head, job, using=using)
@@ -423,7 +446,8 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
                 recovery_count=recovery_count + 1,
             )
             heads.announce(queue, heads.refresh(using, queue), using=using)
-            return ReconcileResult(status="requeued", job=jobs.get(pk=pk))
+            with reading_as_stored():  # a row edited by hand must not stop recovery
+                return ReconcileResult(status="requeued", job=jobs.get(pk=pk))
         if cancellation_id is not None:
             outcome, reason = Outcome.CANCELLED, None
         elif max_recoveries is None:
@@ -433,7 +457,8 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
         running.update(
             state=State.SETTLED, outcome=outcome, failure_reason=reason, settled_at=Now()
         )
-        job = jobs.get(pk=pk)
+        with reading_as_stored():  # a row edited by hand must not stop recovery
+            job = jobs.get(pk=pk)
         heads.announce(queue, heads.refresh(using, queue), job, using=using)
         return ReconcileResult(status="settled", job=job)
 

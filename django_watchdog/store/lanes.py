@@ -9,6 +9,7 @@ from django.db.models.functions import Coalesce, Now
 from ..domain.states import PENDING_STATES, Outcome, State
 from ..domain.values import LaneFailure
 from . import heads, vendor
+from .as_stored import reading_as_stored
 
 LANE_FAILURE_BATCH = 256
 
@@ -43,7 +44,8 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
             if not changed:
                 continue  # settled by its worker before we held the lock
             head = heads.refresh(using, queue)
-            job = jobs.get(pk=pk)
+            with reading_as_stored():  # a row edited by hand is failed like any other
+                job = jobs.get(pk=pk)
             heads.announce(queue, head, job, using=using)
             settled.append(job)
         more = pending.exists()

@@ -16,6 +16,8 @@ from django.db import connections
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
+from .as_stored import reading_as_stored
+
 if TYPE_CHECKING:
     from ..models import Job
 
@@ -136,9 +138,17 @@ def _instance(using: str, values: Sequence[Any]) -> Job:
     return job
 
 
-def to_job(using: str, row: Sequence[Any]) -> Job:
-    """A ``Job`` from a row of ``columns()``, decoded and checked as the ORM would."""
+def to_job(using: str, row: Sequence[Any], *, as_stored: bool = False) -> Job:
+    """A ``Job`` from a row of ``columns()``, decoded and checked as the ORM would.
+
+    ``as_stored``: a row that does not decode loads as stored instead of raising (for a
+    row a settle just wrote: its outcome stands whatever a hand edit left in other columns).
+    """
     from ..models import check_decodes
+
+    if as_stored:
+        with reading_as_stored():
+            return to_job(using, row)
 
     connection = connections[using]
     values = list(row)

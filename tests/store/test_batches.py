@@ -197,3 +197,32 @@ def test_sqlite_statements_fit_the_librarys_parameter_limit() -> None:
         assert Job.objects.filter(ready=True).count() == 40, "each queue's next head"
     finally:
         raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, before)
+
+
+def test_two_ready_jobs_of_one_queue_edited_by_hand_do_not_stop_claiming() -> None:
+    """A hand edit can mark a second job of a queue ready: a batch claim takes the
+    queue's best one, skips the other, and claims on; the queue's settle puts it right."""
+    wd.enqueue("a-best", queue="a", priority=5)
+    wd.enqueue("a-second", queue="a")
+    wd.enqueue("b", queue="b")
+    Job.objects.filter(job_id="a-second").update(ready=True)
+    claimed = take(5)
+    assert sorted(c.job.job_id for c in claimed if c.job) == ["a-best", "b"]
+    assert row("a-second")["state"] == "queued"
+    assert take(5) == []
+    for claim in claimed:
+        Job.objects.settle(claim.job.job_id, claim.claim_token or "", DONE)
+    assert [c.job.job_id for c in take(5) if c.job] == ["a-second"]
+
+
+def test_a_ready_job_beside_a_running_one_is_skipped() -> None:
+    wd.enqueue("first", queue="a")
+    wd.enqueue("second", queue="a")
+    wd.enqueue("b", queue="b")
+    (running,) = take(1)
+    assert running.job is not None and running.job.job_id == "first"
+    Job.objects.filter(job_id="second").update(ready=True)
+    assert [c.job.job_id for c in take(5) if c.job] == ["b"]
+    assert row("second")["state"] == "queued"
+    single = Job.objects.claim()
+    assert single.job is None

@@ -124,3 +124,41 @@ def test_a_bad_running_row_does_not_stop_settling_others() -> None:
     _bad_lane("bad")
     settled = Job.objects.settle("good", second.claim_token or "", DONE)
     assert settled.status == "settled"
+
+
+def test_a_quarantined_job_is_announced_and_the_feed_yields_it(
+    corrupt: Callable[[str], None],
+) -> None:
+    """Quarantine is a change like any other: ``queue_changed`` in its transaction, and
+    the feed owes the settled job to its reader, exactly once, as stored."""
+    from django_watchdog.signals import queue_changed
+
+    wd.enqueue("bad", queue="q", payload={"ok": True})
+    corrupt("bad")
+    seen: list[tuple[str, str, str | None]] = []
+
+    def receiver(sender: object, *, queue: str, head: object, settled: Job | None, **_: object):
+        seen.append((queue, getattr(head, "state", "?"), settled and settled.job_id))
+
+    queue_changed.connect(receiver, sender=Job, dispatch_uid="quarantine-test")
+    try:
+        with pytest.raises(WatchdogError):
+            Job.objects.claim()
+    finally:
+        queue_changed.disconnect(sender=Job, dispatch_uid="quarantine-test")
+    assert seen == [("q", "idle", None)]  # the row cannot be a Job: settled=None
+    records = wd.settled_jobs()
+    assert [r.job.job_id for r in records] == ["bad"]
+    assert records[0].job.failure_reason.startswith("Job row does not decode")
+    assert wd.settled_jobs(after=records[0].cursor) == []
+
+
+def test_the_admin_lists_a_row_that_does_not_decode(admin_client, corrupt) -> None:
+    from django.urls import reverse
+
+    wd.enqueue("bad", queue="q", payload={"ok": True})
+    wd.enqueue("good", queue="q2")
+    corrupt("bad")
+    page = admin_client.get(reverse("admin:django_watchdog_job_changelist"))
+    assert page.status_code == 200
+    assert b"good" in page.content and b"bad" in page.content
