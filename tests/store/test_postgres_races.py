@@ -315,3 +315,46 @@ def test_two_cancels_racing_for_one_intent_id_on_two_queues_record_it_once() -> 
     intents = dict(Job.objects.values_list("job_id", "cancellation_id"))
     assert intents == {"a": "shared", "b": None}
     assert wd.cancel("b").status == "recorded", "b can still be cancelled"
+
+
+def test_enqueue_many_locks_its_queues_in_name_order_so_it_cannot_deadlock() -> None:
+    """A transaction holds queue ``qa`` and will want ``qb``; an ``enqueue_many`` naming
+    ``qb`` first must wait for ``qa`` without holding ``qb``, or the two deadlock."""
+    wd.enqueue("a0", queue="qa")
+    wd.enqueue("b0", queue="qb")
+    holds_a = threading.Event()
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        with transaction.atomic():
+            wd.enqueue("a1", queue="qa")
+            holds_a.set()
+            _wait_for_a_lock_wait()
+            wd.enqueue("b1", queue="qb")
+
+    def second() -> None:
+        assert holds_a.wait(timeout=30)
+        wd.enqueue_many([{"job_id": "b2", "queue": "qb"}, {"job_id": "a2", "queue": "qa"}])
+
+    threads = [in_background(first, errors), in_background(second, errors)]
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert set(Job.objects.values_list("job_id", flat=True)) == {"a0", "a1", "a2", "b0", "b1", "b2"}
+
+
+def _wait_for_a_lock_wait() -> None:
+    """Until another backend of this database waits on a lock (``second`` queued on qa)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            # The activity view is read once per transaction unless its snapshot is cleared.
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0]:
+                return
+        time.sleep(0.02)
+    raise AssertionError("the second transaction never waited for the queue lock")
