@@ -52,6 +52,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return PageChangeList
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        """The row as stored, even one edited by hand into something that does not decode:
+        the admin is where an operator looks at it."""
+        with reading_as_stored():
+            return super().get_object(request, object_id, from_field)
+
     def annotate_page(self, rows: list[models.Model]) -> None:
         """Attach per-row figures (``page_info``) computed for the shown rows together."""
         for row in rows:

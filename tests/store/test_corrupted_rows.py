@@ -136,3 +136,6 @@ def test_admin_changelist_lists_the_row(admin_client, bad_ready_job: str) -> Non
     page = admin_client.get(reverse("admin:django_watchdog_job_changelist"))
     assert page.status_code == 200
     assert b"good" in page.content and b"bad" in page.content
+    pk = Job.objects.filter(job_id="bad").values_list("pk", flat=True).get()
+    detail = admin_client.get(reverse("admin:django_watchdog_job_change", args=[pk]))
+    assert detail.status_code == 200 and b"bad" in detail.content

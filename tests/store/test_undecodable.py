@@ -162,3 +162,7 @@ def test_the_admin_lists_a_row_that_does_not_decode(admin_client, corrupt) -> No
     page = admin_client.get(reverse("admin:django_watchdog_job_changelist"))
     assert page.status_code == 200
     assert b"good" in page.content and b"bad" in page.content
+    pk = Job.objects.filter(job_id="bad").values_list("pk", flat=True).get()
+    detail = admin_client.get(reverse("admin:django_watchdog_job_change", args=[pk]))
+    assert detail.status_code == 200
+    assert b"bad" in detail.content
