@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..conf import setting
+from ..conf import age, setting
 from ..domain.values import EnqueueResult
 
 if TYPE_CHECKING:
@@ -21,11 +21,9 @@ if TYPE_CHECKING:
 
 
 def window() -> timedelta | None:
-    """``WATCHDOG["ID_RETENTION"]`` as a ``timedelta`` (seconds or a timedelta), or ``None``."""
-    value = setting("ID_RETENTION")
-    if value is None or isinstance(value, timedelta):
-        return value
-    return timedelta(seconds=float(value))
+    """``WATCHDOG["ID_RETENTION"]`` as a ``timedelta`` (seconds or a timedelta), or ``None``;
+    ``ImproperlyConfigured`` naming the setting if it is no age a cut-off can reach."""
+    return age("ID_RETENTION")
 
 
 def remember(using: str, ids: Sequence[int], *, now: datetime) -> None:

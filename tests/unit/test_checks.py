@@ -164,3 +164,14 @@ def test_reading_a_bad_timing_at_run_time_names_the_setting(value):
     with override_settings(WATCHDOG={"POLL_INTERVAL": value}):
         with pytest.raises(ImproperlyConfigured, match=r"WATCHDOG\['POLL_INTERVAL'\]"):
             WorkerOptions().timing("poll_interval")
+
+
+@pytest.mark.parametrize("value", [float("inf"), 1e12, timedelta(days=10**6)])
+def test_reading_a_bad_id_retention_at_run_time_names_the_setting(value):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from django_watchdog.store.pruned_ids import window
+
+    with override_settings(WATCHDOG={"ID_RETENTION": value}):
+        with pytest.raises(ImproperlyConfigured, match=r"WATCHDOG\['ID_RETENTION'\]"):
+            window()
