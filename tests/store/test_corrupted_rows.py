@@ -102,7 +102,7 @@ def test_a_delayed_job_past_year_9999_blocks_nothing() -> None:
     wd.enqueue("good", queue="q2")
     _edit("later", "run_after", FAR)
     assert Job.objects.promote_due(now=timezone.now()) == 0
-    assert Job.objects.recover(now=timezone.now(), timeout=30.0) == []
+    assert Job.objects.recover(timeout=30.0) == []
     assert claim_ids() == ["good"]
     with pytest.raises(WatchdogError):
         wd.get_job("later")
@@ -118,7 +118,7 @@ def test_a_running_job_with_a_bad_timestamp_is_recovered() -> None:
     claim = Job.objects.claim(worker_id="w-gone")
     assert claim.job is not None
     _edit("lost", "started_at", FAR)
-    results = Job.objects.recover(now=timezone.now(), timeout=30.0)
+    results = Job.objects.recover(timeout=30.0)
     assert [r.status for r in results] == ["settled"]
     assert _raw("lost")[:2] == ("settled", "interrupted")
 
