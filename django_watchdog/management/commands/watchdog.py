@@ -17,7 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
 from ... import api
-from ...conf import seconds, setting
+from ...conf import seconds
 from ...domain import reruns, validation
 from ...domain.errors import WatchdogError
 from ...engine import liveness
