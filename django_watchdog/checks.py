@@ -28,6 +28,19 @@ POSITIVE_NUMBERS = (
 )
 
 
+#: Worker connection settings: ``None`` (leave the server's) or a positive number of
+#: seconds (a count for ``TCP_KEEPALIVES_COUNT``).
+SESSION_SETTINGS = (
+    "IDLE_IN_TRANSACTION_TIMEOUT",
+    "TCP_KEEPALIVES_IDLE",
+    "TCP_KEEPALIVES_INTERVAL",
+    "TCP_KEEPALIVES_COUNT",
+    "TCP_USER_TIMEOUT",
+)
+#: Largest value PostgreSQL takes for these (its int settings are 32-bit, in ms or s).
+SESSION_MAXIMUM = 2_147_483
+
+
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     configured = getattr(settings, "WATCHDOG", None)
     if configured is None:
@@ -44,6 +57,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     id="django_watchdog.E002",
                 )
             )
+    errors.extend(_check_database_bounds(configured))
     for name in POSITIVE_NUMBERS:
         try:
             validation.interval(configured.get(name, DEFAULTS[name]), f"WATCHDOG[{name!r}]")
@@ -74,6 +88,29 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="django_watchdog.E005",
             )
         )
+    return errors
+
+
+def _check_database_bounds(configured: dict[str, Any]) -> list[checks.CheckMessage]:
+    """``LOCK_TIMEOUT`` and the worker connection settings: what PostgreSQL accepts."""
+    errors: list[checks.CheckMessage] = []
+    for name in ("LOCK_TIMEOUT", *SESSION_SETTINGS):
+        value = configured.get(name, DEFAULTS[name])
+        if value is None and name != "LOCK_TIMEOUT":
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value <= SESSION_MAXIMUM
+        ):
+            allowed = "a" if name == "LOCK_TIMEOUT" else "None or a"
+            errors.append(
+                checks.Error(
+                    f"WATCHDOG[{name!r}] must be {allowed} positive number up to "
+                    f"{SESSION_MAXIMUM}.",
+                    id="django_watchdog.E013",
+                )
+            )
     return errors
 
 

@@ -35,6 +35,22 @@ DEFAULTS: dict[str, Any] = {
     "PREPARED_STATEMENTS": True,
     # PostgreSQL LISTEN/NOTIFY channel that wakes idle workers.
     "NOTIFY_CHANNEL": "django_watchdog",
+    # PostgreSQL: seconds a worker's own transaction (recovery, due jobs, settles,
+    # heartbeats, schedules, retention) waits for a lock another transaction holds; past
+    # it that step is skipped and tried again on a later pass (SET LOCAL lock_timeout).
+    "LOCK_TIMEOUT": 2.0,
+    # PostgreSQL, set on each worker connection (None leaves the server's value): the server
+    # ends a worker's transaction left idle this many seconds (a stopped or cut-off worker),
+    # releasing its locks (idle_in_transaction_session_timeout).
+    "IDLE_IN_TRANSACTION_TIMEOUT": 60.0,
+    # ...and notices a worker's connection is dead without waiting for the operating
+    # system's defaults (about two hours): keepalive probes after this many idle seconds,
+    # every TCP_KEEPALIVES_INTERVAL seconds, TCP_KEEPALIVES_COUNT unanswered ones end it;
+    # data unacknowledged for TCP_USER_TIMEOUT seconds ends it too.
+    "TCP_KEEPALIVES_IDLE": 30,
+    "TCP_KEEPALIVES_INTERVAL": 10,
+    "TCP_KEEPALIVES_COUNT": 3,
+    "TCP_USER_TIMEOUT": 60.0,
     # Settled jobs older than this (seconds or a timedelta) are pruned; None keeps them forever.
     "RETENTION": None,
     # How long a pruned job's id stays taken after the job settled (seconds or a

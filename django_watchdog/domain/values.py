@@ -81,8 +81,12 @@ class SettleResult:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReconcileResult:
-    status: Literal["requeued", "settled", "conflict", "missing"]
+    """``deferred``: another transaction held the job's queue past the worker's lock wait;
+    nothing changed, and a later recovery pass tries ``job_id`` again."""
+
+    status: Literal["requeued", "settled", "conflict", "missing", "deferred"]
     job: Job | None = None
+    job_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

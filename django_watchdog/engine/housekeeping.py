@@ -6,6 +6,7 @@ import logging
 from datetime import timedelta
 
 from ..conf import age
+from ..store import waits
 from . import events
 from .clock import Clock
 from .schedules import FireFunction, Schedule, Scheduler, database_fire
@@ -52,9 +53,19 @@ class Housekeeping:
     def prune(self, age: timedelta) -> int:
         from ..store.retention import PRUNE_BATCH, prune
 
-        deleted = prune(
-            self.using, older_than=age, now=self.clock.now(), max_batches=PRUNE_BATCHES_PER_PASS
-        )
+        try:
+            with waits.bounded():
+                deleted = prune(
+                    self.using,
+                    older_than=age,
+                    now=self.clock.now(),
+                    max_batches=PRUNE_BATCHES_PER_PASS,
+                )
+        except waits.LockBusy:
+            # A lock held elsewhere (the feed clock, say): prune at the next interval.
+            events.log(logging.WARNING, "prune_deferred", older_than_s=age.total_seconds())
+            self._next_prune = self.clock.monotonic() + PRUNE_INTERVAL
+            return 0
         if deleted:
             events.log(logging.INFO, "prune", deleted=deleted, older_than_s=age.total_seconds())
         # A full pass leaves more behind: go on at the next loop instead of in a minute.

@@ -19,7 +19,11 @@ from croniter import croniter
 
 from ..domain import validation
 from ..domain.errors import InvalidInput
+from ..store.waits import LockBusy
 from . import events
+
+#: How soon a schedule whose lock was held elsewhere (``LockBusy``) is tried again.
+BUSY_RETRY = timedelta(seconds=5)
 
 Missed = Literal["latest", "all", "skip"]
 MISSED_POLICIES: tuple[Missed, ...] = ("latest", "all", "skip")
@@ -195,7 +199,14 @@ class Scheduler:
             due_at = self._next_due.get(name)
             if due_at is not None and now < due_at:
                 continue
-            result = self.fire(schedule, now)
+            try:
+                result = self.fire(schedule, now)
+            except LockBusy:
+                # Another transaction holds its row or queue: the others go on, it is
+                # tried again after a short while (its due ticks are kept, not lost).
+                self._next_due[name] = now + BUSY_RETRY
+                events.log(logging.WARNING, "schedule_deferred", schedule=name)
+                continue
             self._next_due[name] = schedule.next_tick(max(now, result.handled_until or now))
             _log(result)
             fired.append(result)
@@ -226,6 +237,7 @@ def _log(result: Fired) -> None:
 def database_fire(using: str) -> FireFunction:
     """The ``FireFunction`` that enqueues into database ``using`` (``store.schedules.fire``)."""
     from ..store import schedules as store
+    from ..store import waits
     from ..store.enqueue import NewJob
 
     def fire(schedule: Schedule, now: datetime) -> Fired:
@@ -239,13 +251,14 @@ def database_fire(using: str) -> FireFunction:
                 max_recoveries=schedule.max_recoveries,
             )
 
-        outcomes, handled_until = store.fire(
-            using,
-            schedule.name,
-            now=now,
-            due=lambda handled: schedule.due(now, handled),
-            new_job=new_job,
-        )
+        with waits.bounded():
+            outcomes, handled_until = store.fire(
+                using,
+                schedule.name,
+                now=now,
+                due=lambda handled: schedule.due(now, handled),
+                new_job=new_job,
+            )
         by_status: dict[str, list[str]] = {"queued": [], "duplicate": [], "conflict": []}
         for job_id, status in outcomes:
             by_status[status].append(job_id)

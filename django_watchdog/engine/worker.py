@@ -35,7 +35,7 @@ from ..domain.states import Outcome
 from ..domain.values import ClaimResult, Decision, SettleResult
 from ..store.batches import BATCH_MAX, Settlement
 from ..store.claims import Partition
-from ..store.worker_store import WorkerStore
+from ..store.worker_store import LockBusy, WorkerStore
 from . import events, liveness
 from .batches import Batch, Decided
 from .clock import Clock, SystemClock
@@ -141,6 +141,8 @@ class WatchdogWorker:
         self._judging = False  # whether the last recovery pass judged by heartbeats
         self._next_recovery = 0.0
         self._warned_lanes: set[str] = set()
+        self._deferred: set[tuple[str, str]] = set()  # (step, job id) logged as deferred
+        self._timed_out_unsettled: list[RunningJob] = []  # abandoned, settle deferred
         self._backoff = Backoff()
         self._claim_failed = False  # a claim's commit may have succeeded unseen
         self._claims_in_flight = 0  # claims made with a settle, not yet registered
@@ -202,8 +204,8 @@ class WatchdogWorker:
         self.wake.set()
 
     def request_stop(self) -> None:
-        """Ask the main loop to stop at its next turn (within a poll interval, or at once
-        if ``wake`` is set too: ``engine.stopping`` does both from a thread).
+        """Ask the main loop to stop at its next turn (within a poll interval; at once, and
+        out of a backoff, if ``stop()`` follows: ``engine.stopping`` does both from a thread).
 
         Safe in a signal handler: it only sets a flag. Setting an ``Event`` there could
         deadlock on the lock of an ``Event.wait`` the handler interrupted.
@@ -647,10 +649,16 @@ class WatchdogWorker:
         return registry.options(running.lane).retry
 
     def _settle(
-        self, running: RunningJob, decision: Decision, claim_next: Partition | None
+        self,
+        running: RunningJob,
+        decision: Decision,
+        claim_next: Partition | None,
+        *,
+        defer_if_busy: bool = False,
     ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
         """Settle with the claim token (and claim the next job) through outages and failing
-        receivers."""
+        receivers; with ``defer_if_busy``, a queue lock held elsewhere raises ``LockBusy``
+        instead of being waited out (the main loop must not wait on another worker)."""
         given_up: tuple[SettleResult, ClaimResult | WatchdogError | None] = (
             SettleResult(status="conflict"),
             None,
@@ -665,12 +673,19 @@ class WatchdogWorker:
             ),
             claims=claim_next is not None,
             given_up=given_up,
+            defer_if_busy=defer_if_busy,
             action="settle",
             **events.job(running),
         )
 
     def _settling(
-        self, write: Callable[[], Written], *, claims: bool, given_up: Written, **about: Any
+        self,
+        write: Callable[[], Written],
+        *,
+        claims: bool,
+        given_up: Written,
+        defer_if_busy: bool = False,
+        **about: Any,
     ) -> Written:
         """Run ``write`` (a settle, maybe with the next claim) until it succeeds.
 
@@ -686,6 +701,10 @@ class WatchdogWorker:
         while True:
             try:
                 return write()
+            except LockBusy:
+                if defer_if_busy:
+                    raise
+                delay = backoff.failed()  # bounded wait ran out: the lock's holder may end
             except (OperationalError, InterfaceError) as error:
                 self.gate.failed()
                 if claims:
@@ -759,7 +778,9 @@ class WatchdogWorker:
         """
         now = self.clock.monotonic()
         grace = self.options.timing("timeout_grace")
-        for running in self.running_jobs():
+        unsettled, self._timed_out_unsettled = self._timed_out_unsettled, []
+        running_now = [r for r in self.running_jobs() if r not in unsettled]
+        for running in unsettled + running_now:
             if running.deadline is None or now < running.deadline:
                 continue
             if not running.timed_out:
@@ -771,14 +792,22 @@ class WatchdogWorker:
                 )
                 running.timed_out = True
                 running.request_cancel()
-            if now >= running.deadline + grace and not running.abandoned:
+            if now >= running.deadline + grace and (not running.abandoned or running in unsettled):
                 running.abandoned = True
                 decision = Decision(
                     outcome=Outcome.OUTCOME_UNKNOWN,
                     traceback=f"Timed out after {running.timeout} s and did not stop within "
                     f"{grace} s; the run was abandoned while still executing.",
                 )
-                settled, _ = self._settle(running, decision, None)
+                try:
+                    settled, _ = self._settle(running, decision, None, defer_if_busy=True)
+                except LockBusy:
+                    # Its queue is held by another transaction: settle on a later pass (the
+                    # abandoned run may leave the running set meanwhile; keep it here).
+                    self._timed_out_unsettled.append(running)
+                    self._log_deferred("settle_timed_out", running.job_id)
+                    continue
+                self._deferred.discard(("settle_timed_out", running.job_id))
                 with self._running_lock:
                     self._running.pop(running.job_id, None)
                     stuck = [b for b in self._batches if b.current is running]
@@ -872,7 +901,11 @@ class WatchdogWorker:
         self._log_judging(found is not None)
         if found is None:
             found = self.store.claims_of(local.dead)
+        deferred = set()
         for result in self.store.reconcile_all(found):
+            if result.status == "deferred" and result.job_id is not None:
+                deferred.add(result.job_id)
+                self._log_deferred("recover", result.job_id)
             job = result.job
             if job is None:
                 continue
@@ -885,6 +918,9 @@ class WatchdogWorker:
                 reason=job.failure_reason,
                 recovery_count=job.recovery_count,
             )
+        self._deferred -= {
+            (step, j) for step, j in self._deferred if step == "recover" and j not in deferred
+        }
         if since is not None and self.gate.still_open(since):
             self.store.reap(timeout=timeout)
         interval = max(self.options.timing("heartbeat_interval"), timeout / 3)
@@ -932,8 +968,10 @@ class WatchdogWorker:
         with self._running_lock:
             if self._claims_in_flight:
                 return
-            released = self.store.release_orphans(self.worker_id, list(self._running))
-            self._claim_failed = False
+            released, deferred = self.store.release_orphans(self.worker_id, list(self._running))
+            self._claim_failed = bool(deferred)  # try those again on the next step
+        for job_id in deferred:
+            self._log_deferred("release_orphan", job_id)
         for job_id in released:
             events.log(
                 logging.WARNING,
@@ -944,6 +982,20 @@ class WatchdogWorker:
             )
 
     # -- faults --------------------------------------------------------------------------
+
+    def _log_deferred(self, step: str, job_id: str) -> None:
+        """Log once that ``step`` for ``job_id`` waits for a lock another transaction holds
+        (a stalled or cut-off worker, until its server ends its transaction)."""
+        if (step, job_id) in self._deferred:
+            return
+        self._deferred.add((step, job_id))
+        events.log(
+            logging.WARNING,
+            f"{step}_deferred",
+            job_id=job_id,
+            worker=self.worker_id,
+            why="its queue is locked by another transaction; retrying on a later pass",
+        )
 
     def _retrying(self, step: Callable[[], Any]) -> Any:
         """Run ``step``; on an error log it, back off (reconnecting), and return 0.

@@ -150,6 +150,7 @@ def settle_many(
     if not settlements:
         return []
     if vendor.is_postgres(using):
+        vendor.bound_lock_waits(using)
         vendor.fetch(using, LOCK_QUEUES_OF_JOBS, ([s.job_id for s in settlements],))
     if heads.listening() or any(s.decision.retry_at is not None for s in settlements):
         return [

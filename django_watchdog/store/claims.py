@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -22,7 +22,7 @@ from ..domain.errors import WatchdogError
 from ..domain.states import Outcome, State
 from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, QueueHead, ReconcileResult, SettleResult
-from . import heads, rows, vendor
+from . import heads, rows, vendor, waits
 from .as_stored import reading_as_stored
 
 if TYPE_CHECKING:
@@ -570,10 +570,19 @@ def recover(
 
 
 def reconcile_all(using: str, found: Sequence[tuple[str, str]]) -> list[ReconcileResult]:
-    """Reconcile each (job id, claim token); the results of those this call changed."""
+    """Reconcile each (job id, claim token); the results of those this call changed.
+
+    With bounded lock waits (``waits.bounded``), a claim whose queue another transaction
+    holds (a worker stopped inside it, say) comes back ``deferred`` and the rest go on.
+    """
     results = []
     for job_id, token in found:
-        result = reconcile(using, job_id, token)
-        if result.status in ("requeued", "settled"):
+        try:
+            result = reconcile(using, job_id, token)
+        except OperationalError as error:
+            if waits.limit() is None or not waits.is_lock_busy(error):
+                raise
+            result = ReconcileResult(status="deferred", job_id=job_id)
+        if result.status in ("requeued", "settled", "deferred"):
             results.append(result)
     return results

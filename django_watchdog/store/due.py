@@ -23,6 +23,16 @@ DUE_DELAYED = """
 SELECT id, queue FROM watchdog_job WHERE delayed = <TRUE> AND run_after <= %s
  ORDER BY run_after, id LIMIT %s
 """
+#: PostgreSQL, in the promoting transaction: the due jobs whose queues it could lock now.
+#: A queue another transaction holds (a worker stopped inside it, say) is skipped and its
+#: jobs enter on a later pass; the ``LIMIT`` counts only jobs of queues it locked. Waiting
+#: for no lock, this cannot deadlock with multi-queue changes that lock in name order.
+DUE_DELAYED_LOCKED_POSTGRES = """
+SELECT j.id, j.queue FROM watchdog_job j JOIN watchdog_queue q ON q.name = j.queue
+ WHERE j.delayed = <TRUE> AND j.run_after <= %s
+ ORDER BY j.run_after, j.id LIMIT %s
+   FOR UPDATE OF q SKIP LOCKED
+"""
 POSITION_POSTGRES = """
 UPDATE watchdog_job SET delayed = FALSE,
        position = nextval(pg_get_serial_sequence('watchdog_job', 'id'))
@@ -44,15 +54,20 @@ SELECT MIN(due) FROM (
 def promote_due(using: str, *, now: datetime) -> int:
     """Move due delayed jobs into their queues' order, oldest due first; return how many.
 
-    One transaction: the queues are locked in name order (no deadlock with other
-    multi-queue changes), then positions are handed out in due order across queues.
+    One transaction: positions are handed out in due order across queues. On PostgreSQL
+    only queues it can lock at once take part (``SKIP LOCKED``); the others' jobs enter on
+    a later call. SQLite's write transaction excludes every other writer.
     """
-    due = vendor.fetch(using, DUE_DELAYED, (vendor.param_datetime(using, now), PROMOTE_BATCH))
-    if not due:
+    at = vendor.param_datetime(using, now)
+    if not vendor.fetch(using, DUE_DELAYED, (at, PROMOTE_BATCH)):
         return 0
     entered: dict[str, list[int]] = defaultdict(list)
     with transaction.atomic(using=using):
-        vendor.lock_queues(using, [queue for _, queue in due])
+        if vendor.is_postgres(using):
+            vendor.bound_lock_waits(using)
+            due = vendor.fetch(using, DUE_DELAYED_LOCKED_POSTGRES, (at, PROMOTE_BATCH))
+        else:
+            due = vendor.fetch(using, DUE_DELAYED, (at, PROMOTE_BATCH))
         for pk, queue in due:
             if vendor.is_postgres(using):
                 changed = vendor.execute(using, POSITION_POSTGRES, (pk,))

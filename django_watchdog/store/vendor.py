@@ -13,6 +13,7 @@ from django.db import connections
 from django.db.models import DateTimeField, FloatField, Func, Value
 
 from ..conf import setting
+from . import waits
 
 
 def is_postgres(using: str) -> bool:
@@ -147,6 +148,15 @@ def fetch(using: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, .
 
 
 LOCK_QUEUE = "SELECT 1 FROM watchdog_queue WHERE name = %s FOR UPDATE"
+BOUND_LOCK_WAITS = "SELECT set_config('lock_timeout', %s, true)"
+
+
+def bound_lock_waits(using: str) -> None:
+    """In a bounded block (``waits.bounded``), bound every lock wait for the rest of the
+    caller's transaction (PostgreSQL; SQLite's busy timeout bounds its waits already)."""
+    seconds = waits.limit()
+    if seconds is not None and is_postgres(using):
+        fetch(using, BOUND_LOCK_WAITS, (waits.milliseconds(seconds),))
 
 
 def lock_queue(using: str, queue: str) -> None:
@@ -156,6 +166,7 @@ def lock_queue(using: str, queue: str) -> None:
     excludes every other writer.
     """
     if is_postgres(using):
+        bound_lock_waits(using)
         fetch(using, LOCK_QUEUE, (queue,))
 
 
@@ -164,12 +175,26 @@ SELECT q.name FROM watchdog_queue q
  WHERE q.name = (SELECT j.queue FROM watchdog_job j WHERE j.job_id = %s)
    FOR UPDATE OF q
 """
+#: The same, first bounding lock waits for the rest of the transaction: the settle's first
+#: statement, so a bounded settle costs no extra round trip. The row is locked above the
+#: join, so ``bound`` is evaluated before the lock is waited for.
+LOCK_QUEUE_OF_JOB_BOUNDED = """
+WITH bound AS MATERIALIZED (SELECT set_config('lock_timeout', %s, true) AS lock_timeout)
+SELECT q.name FROM bound, watchdog_queue q
+ WHERE q.name = (SELECT j.queue FROM watchdog_job j WHERE j.job_id = %s)
+   FOR UPDATE OF q
+"""
 QUEUE_OF_JOB = "SELECT queue FROM watchdog_job WHERE job_id = %s"
 
 
 def lock_queue_of(using: str, job_id: str) -> str | None:
     """Lock the queue of ``job_id`` (one round trip) and return its name; ``None`` if no job."""
-    rows = fetch(using, LOCK_QUEUE_OF_JOB if is_postgres(using) else QUEUE_OF_JOB, (job_id,))
+    if not is_postgres(using):
+        rows = fetch(using, QUEUE_OF_JOB, (job_id,))
+    elif (seconds := waits.limit()) is not None:
+        rows = fetch(using, LOCK_QUEUE_OF_JOB_BOUNDED, (waits.milliseconds(seconds), job_id))
+    else:
+        rows = fetch(using, LOCK_QUEUE_OF_JOB, (job_id,))
     return str(rows[0][0]) if rows else None
 
 
@@ -182,6 +207,7 @@ def lock_queues(using: str, queues: Sequence[str]) -> None:
     """Lock several queues in name order, so two multi-queue changes cannot deadlock."""
     names = sorted(set(queues))
     if is_postgres(using):
+        bound_lock_waits(using)
         fetch(using, LOCK_QUEUES_POSTGRES, (names,))
 
 

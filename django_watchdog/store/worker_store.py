@@ -5,19 +5,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from django.db import transaction
+
 from ..domain.errors import WatchdogError
 from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
-from . import batches, claims, due, workers
+from . import batches, claims, due, vendor, waits, workers
+from .waits import LockBusy
+
+__all__ = ["LockBusy", "WorkerStore"]
 
 
 class WorkerStore:
-    """Bound to one database alias; every method is one short transaction or less."""
+    """Bound to one database alias; every method is one short transaction or less.
+
+    No method waits longer than ``WATCHDOG['LOCK_TIMEOUT']`` for a lock another transaction
+    holds (``store.waits``): one that would raises ``LockBusy`` (nothing changed), or, where
+    the verb can go on without that lock, skips what it could not lock (``reconcile_all``:
+    ``deferred`` results; ``promote_due``: other queues; ``reap``: nothing this time).
+    Reads take no row locks on PostgreSQL, so they never wait on one.
+    """
 
     def __init__(self, using: str) -> None:
         self.using = using
 
     def claim(self, partition: claims.Partition, *, worker_id: str) -> ClaimResult:
-        return claims.claim(self.using, partition, worker_id=worker_id)
+        with waits.bounded():
+            return claims.claim(self.using, partition, worker_id=worker_id)
 
     def settle(
         self,
@@ -29,9 +42,15 @@ class WorkerStore:
         worker_id: str | None = None,
     ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
         """Settle, and with ``claim_next`` claim the next job in the same transaction."""
-        return claims.settle(
-            self.using, job_id, claim_token, decision, claim_next=claim_next, worker_id=worker_id
-        )
+        with waits.bounded():
+            return claims.settle(
+                self.using,
+                job_id,
+                claim_token,
+                decision,
+                claim_next=claim_next,
+                worker_id=worker_id,
+            )
 
     def settle_and_claim(
         self,
@@ -44,17 +63,22 @@ class WorkerStore:
     ) -> tuple[list[SettleResult], list[ClaimResult | WatchdogError]]:
         """Settle a batch, release never-started jobs and claim up to ``limit``, in one
         transaction."""
-        return batches.settle_and_claim(
-            self.using,
-            settlements,
-            release=release,
-            claim_next=claim_next,
-            limit=limit,
-            worker_id=worker_id,
-        )
+        with waits.bounded():
+            return batches.settle_and_claim(
+                self.using,
+                settlements,
+                release=release,
+                claim_next=claim_next,
+                limit=limit,
+                worker_id=worker_id,
+            )
 
     def promote_due(self, *, now: datetime) -> int:
-        return due.promote_due(self.using, now=now)
+        try:
+            with waits.bounded():
+                return due.promote_due(self.using, now=now)
+        except LockBusy:
+            return 0  # the jobs enter on a later pass
 
     def next_due(self) -> datetime | None:
         return due.next_due(self.using)
@@ -79,15 +103,22 @@ class WorkerStore:
         return claims.claims_of(self.using, workers)
 
     def reconcile_all(self, found: Sequence[tuple[str, str]]) -> list[ReconcileResult]:
-        return claims.reconcile_all(self.using, found)
+        """Reconcile each claim; one whose queue another transaction holds is ``deferred``."""
+        with waits.bounded():
+            return claims.reconcile_all(self.using, found)
 
-    def release_orphans(self, worker_id: str, known: Sequence[str]) -> list[str]:
-        """Release claims committed for ``worker_id`` that it never learnt of; their ids."""
-        released = []
+    def release_orphans(self, worker_id: str, known: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Release claims committed for ``worker_id`` that it never learnt of: the ids
+        released, and those whose queue another transaction held (to try again later)."""
+        released, deferred = [], []
         for job_id, token in claims.orphaned_claims(self.using, worker_id, known):
-            if claims.release(self.using, job_id, token):
-                released.append(job_id)
-        return released
+            try:
+                with waits.bounded():
+                    if claims.release(self.using, job_id, token):
+                        released.append(job_id)
+            except LockBusy:
+                deferred.append(job_id)
+        return released, deferred
 
     def workers_on_host(self, host: str) -> list[workers.Registered]:
         return workers.on_host(self.using, host)
@@ -101,23 +132,35 @@ class WorkerStore:
         exclude_lanes: Sequence[str],
         concurrency: int,
     ) -> None:
-        workers.register(
-            self.using,
-            worker_id,
-            started_at=started_at,
-            lanes=lanes,
-            exclude_lanes=exclude_lanes,
-            concurrency=concurrency,
-        )
+        with waits.bounded(), transaction.atomic(using=self.using):
+            vendor.bound_lock_waits(self.using)
+            workers.register(
+                self.using,
+                worker_id,
+                started_at=started_at,
+                lanes=lanes,
+                exclude_lanes=exclude_lanes,
+                concurrency=concurrency,
+            )
 
     def heartbeat(self, worker_id: str) -> bool:
-        return workers.heartbeat(self.using, worker_id)
+        with waits.bounded(), transaction.atomic(using=self.using):
+            vendor.bound_lock_waits(self.using)
+            return workers.heartbeat(self.using, worker_id)
 
     def deregister(self, worker_id: str) -> None:
-        workers.deregister(self.using, worker_id)
+        with waits.bounded(), transaction.atomic(using=self.using):
+            vendor.bound_lock_waits(self.using)
+            workers.deregister(self.using, worker_id)
 
     def reap(self, *, timeout: float) -> int:
-        return workers.reap(self.using, timeout=timeout)
+        """Delete long-silent workers' rows; 0 (try again later) if a row was locked."""
+        try:
+            with waits.bounded(), transaction.atomic(using=self.using):
+                vendor.bound_lock_waits(self.using)
+                return workers.reap(self.using, timeout=timeout)
+        except LockBusy:
+            return 0
 
     def cancellations(self, job_ids: Iterable[str]) -> set[str]:
         return workers.cancellations(self.using, job_ids)

@@ -36,10 +36,23 @@ def test_defaults_and_an_absent_setting_pass():
         ({"BATCH": 501}, "django_watchdog.E006"),
         ({"BATCH": True}, "django_watchdog.E006"),
         ({"BATCH": 4.0}, "django_watchdog.E006"),
+        ({"LOCK_TIMEOUT": None}, "django_watchdog.E013"),
+        ({"LOCK_TIMEOUT": 0}, "django_watchdog.E013"),
+        ({"IDLE_IN_TRANSACTION_TIMEOUT": 0}, "django_watchdog.E013"),
+        ({"IDLE_IN_TRANSACTION_TIMEOUT": float("nan")}, "django_watchdog.E013"),
+        ({"TCP_KEEPALIVES_IDLE": "30"}, "django_watchdog.E013"),
+        ({"TCP_KEEPALIVES_COUNT": True}, "django_watchdog.E013"),
+        ({"TCP_USER_TIMEOUT": float("inf")}, "django_watchdog.E013"),
+        ({"TCP_USER_TIMEOUT": 10**7}, "django_watchdog.E013"),
     ],
 )
 def test_a_bad_value_is_reported_by_id(watchdog, expected):
     assert ids(watchdog) == [expected]
+
+
+def test_worker_connection_settings_may_be_left_to_the_server():
+    assert ids({name: None for name in checks.SESSION_SETTINGS}) == []
+    assert ids({"LOCK_TIMEOUT": 0.05, "TCP_KEEPALIVES_COUNT": 9}) == []
 
 
 def test_good_batches_pass():

@@ -8,7 +8,7 @@ from django.db import OperationalError
 
 from django_watchdog import OutcomeUnknown
 from django_watchdog.domain.states import Outcome
-from django_watchdog.domain.values import ClaimResult, SettleResult
+from django_watchdog.domain.values import ClaimResult, ReconcileResult, SettleResult
 from django_watchdog.engine.worker import WatchdogWorker, WorkerOptions
 
 
@@ -151,7 +151,7 @@ class FakeStore:
 
     def release_orphans(self, worker_id, known):
         self.orphans_released.append(tuple(known))
-        return []
+        return [], []
 
     def workers_on_host(self, host):
         return []
@@ -346,3 +346,62 @@ def test_the_heartbeat_period_is_at_most_a_quarter_of_the_timeout():
     assert worker.heartbeat_period() == 0.75
     worker = make_worker(FakeStore(), {"l": print}, heartbeat_interval=1.0, worker_timeout=30.0)
     assert worker.heartbeat_period() == 1.0
+
+
+def test_a_timed_out_run_whose_queue_is_held_is_settled_on_a_later_pass(caplog):
+    """The main loop does not wait on another worker's lock to settle a timed-out run: it
+    logs once and tries again on its next pass, even after the run's thread let it go."""
+    from django_watchdog.engine.running import RunningJob
+    from django_watchdog.store.waits import LockBusy
+
+    store = FakeStore()
+    held = [True]
+    settle = store.settle
+
+    def settle_unless_held(job_id, claim_token, decision, **kwargs):
+        if held[0]:
+            raise LockBusy("canceling statement due to lock timeout")
+        return settle(job_id, claim_token, decision, **kwargs)
+
+    store.settle = settle_unless_held
+    worker = make_worker(store, {"l": print}, timeout_grace=0.5)
+    running = RunningJob(fake_job("a"), claim_token="t-a", worker_id="w1")
+    running.timeout = 1.0
+    running.deadline = worker.clock.monotonic() + 1.0
+    worker._running["a"] = running
+    worker.clock.advance(2.0)
+    worker.enforce_timeouts()
+    worker.enforce_timeouts()
+    assert "a" not in store.settled and running.abandoned
+    assert caplog.text.count("event=settle_timed_out_deferred job_id=a") == 1
+    del worker._running["a"]  # its thread returned meanwhile, and let the run go
+    held[0] = False
+    worker.enforce_timeouts()
+    assert store.settled["a"].outcome == Outcome.OUTCOME_UNKNOWN
+    worker.enforce_timeouts()
+    assert list(store.settled) == ["a"]
+
+
+def test_recovery_logs_a_deferred_claim_once_until_it_is_reconciled(caplog):
+    store = FakeStore()
+    deferred = [ReconcileResult(status="deferred", job_id="held")]
+    store.reconcile_all = lambda found: list(deferred)
+    worker = make_worker(store, {"l": print})
+    worker.recover()
+    deferred.clear()
+    worker.recover()
+    deferred.append(ReconcileResult(status="deferred", job_id="held"))
+    worker.recover()
+    assert caplog.text.count("event=recover_deferred job_id=held") == 2
+
+
+def test_orphans_whose_queue_is_held_are_released_on_a_later_step():
+    store = FakeStore()
+    answers = [([], ["a"]), (["a"], [])]
+    store.release_orphans = lambda worker_id, known: answers.pop(0)
+    worker = make_worker(store, {"l": print})
+    worker._claim_failed = True
+    worker._release_orphans()
+    assert worker._claim_failed, "tried again on the next step"
+    worker._release_orphans()
+    assert not worker._claim_failed and not answers

@@ -16,6 +16,7 @@ from ...engine.stopping import stop_on_signals
 from ...engine.worker import WatchdogWorker, WorkerOptions
 from ...handlers import registered
 from ...store.batches import BATCH_MAX
+from ...store.sessions import configure_worker_connections
 
 
 class Command(BaseCommand):
@@ -146,6 +147,7 @@ class Command(BaseCommand):
                 f"(registered: {', '.join(sorted(handlers)) or 'none'})"
             )
         self._banner(worker, using)
+        configure_worker_connections(using)
         with stop_on_signals(worker):
             code = worker.run()
         sys.stdout.flush()

@@ -1,0 +1,185 @@
+"""PostgreSQL: the worker's store verbs wait for a lock another transaction holds at most
+``LOCK_TIMEOUT`` (SPEC §9 rule 16), and worker connections carry the session settings that
+let the server end what a stalled worker leaves behind. One thread holds a queue's lock
+(as a worker stopped inside a transaction would), the test's connection does the rest."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections, transaction
+from django.test import override_settings
+from django.utils import timezone
+
+import django_watchdog as wd
+from django_watchdog.models import Job
+from django_watchdog.store import sessions
+from django_watchdog.store.claims import Partition
+from django_watchdog.store.waits import LockBusy
+from django_watchdog.store.worker_store import WorkerStore
+
+from .helpers import DONE, claimed, in_background
+
+pytestmark = [
+    pytest.mark.postgres_only,
+    pytest.mark.django_db(transaction=True),
+]
+
+BOUND = 0.2
+#: A bounded wait must end well before this (the lock is held for much longer).
+PROMPTLY = 5.0
+
+
+@contextmanager
+def queue_held(name: str) -> Iterator[None]:
+    """Hold ``name``'s queue lock in another connection while the block runs."""
+    holding, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold() -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM watchdog_queue WHERE name = %s FOR UPDATE", [name])
+            holding.set()
+            assert release.wait(60), "the test never released the lock"
+
+    holder = in_background(hold, errors)
+    try:
+        assert holding.wait(10)
+        yield
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert not errors, errors
+
+
+@pytest.fixture
+def store():
+    with override_settings(WATCHDOG={"LOCK_TIMEOUT": BOUND}):
+        yield WorkerStore("default")
+
+
+def test_a_settle_behind_a_held_queue_gives_up_after_the_lock_timeout(store):
+    wd.enqueue("a", queue="q")
+    claim = claimed()
+    with queue_held("q"):
+        started = time.monotonic()
+        with pytest.raises(LockBusy):
+            store.settle("a", claim.claim_token, DONE)
+        assert BOUND <= time.monotonic() - started < PROMPTLY
+    assert Job.objects.get(job_id="a").state == "running", "nothing changed"
+    settled, _ = store.settle("a", claim.claim_token, DONE)
+    assert settled.status == "settled"
+
+
+def test_the_bound_ends_with_the_transaction(store):
+    """``lock_timeout`` is set for the worker's transaction only: a handler's own queries
+    on the same connection wait as the session says."""
+    wd.enqueue("a", queue="q")
+    claim = claimed()
+    store.settle("a", claim.claim_token, DONE)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW lock_timeout")
+        assert cursor.fetchone()[0] == "0"
+
+
+def test_recovery_defers_a_claim_whose_queue_is_held_and_reconciles_the_rest(store):
+    wd.enqueue("held", queue="held-q", max_recoveries=1)
+    claimed(worker_id="gone")
+    wd.enqueue("free", queue="free-q", max_recoveries=1)
+    claimed(worker_id="gone")
+    with queue_held("held-q"):
+        started = time.monotonic()
+        results = store.reconcile_all(store.disappeared_claims(timeout=1.0))
+        assert time.monotonic() - started < PROMPTLY
+    assert sorted((r.status, r.job_id or r.job.job_id) for r in results) == [
+        ("deferred", "held"),
+        ("requeued", "free"),
+    ]
+    assert Job.objects.get(job_id="held").state == "running"
+    [later] = store.reconcile_all(store.disappeared_claims(timeout=1.0))
+    assert (later.status, later.job.job_id) == ("requeued", "held")
+
+
+def test_promotion_skips_a_held_queue_and_promotes_the_others(store):
+    now = timezone.now()
+    for queue in ("held-q", "free-q"):
+        wd.enqueue(f"{queue}-job", queue=queue, run_after=now + timedelta(seconds=1))
+    later = now + timedelta(seconds=2)
+    with queue_held("held-q"):
+        started = time.monotonic()
+        assert store.promote_due(now=later) == 1
+        assert time.monotonic() - started < BOUND, "it waited for no lock"
+    assert Job.objects.get(job_id="held-q-job").delayed
+    assert not Job.objects.get(job_id="free-q-job").delayed
+    assert store.promote_due(now=later) == 1
+
+
+def test_orphan_release_defers_a_claim_whose_queue_is_held(store):
+    wd.enqueue("a", queue="q")
+    claimed(worker_id="me")
+    with queue_held("q"):
+        assert store.release_orphans("me", []) == ([], ["a"])
+    assert store.release_orphans("me", []) == (["a"], [])
+
+
+def test_claims_skip_a_held_queue(store):
+    wd.enqueue("held", queue="held-q", priority=9)
+    wd.enqueue("free", queue="free-q")
+    with queue_held("held-q"):
+        result = store.claim(Partition(), worker_id="me")
+    assert result.job.job_id == "free"
+
+
+def test_public_verbs_are_not_bounded():
+    """Outside a worker (the API, the admin) a lock is waited for, as before."""
+    wd.enqueue("a", queue="q")
+    claim = claimed()
+    errors: list[BaseException] = []
+    with queue_held("q"):
+        settler = in_background(lambda: Job.objects.settle("a", claim.claim_token, DONE), errors)
+        settler.join(timeout=BOUND * 3)
+        assert settler.is_alive(), "the public settle waits for the lock"
+    settler.join(timeout=30)
+    assert not errors, errors
+    assert Job.objects.get(job_id="a").outcome == "completed"
+
+
+def test_worker_connections_get_the_session_settings():
+    watchdog = {"IDLE_IN_TRANSACTION_TIMEOUT": 7.5, "TCP_KEEPALIVES_COUNT": 4}
+    values: dict[str, str] = {}
+
+    def read() -> None:
+        with connections["default"].cursor() as cursor:
+            for name in ("idle_in_transaction_session_timeout", "tcp_keepalives_count"):
+                cursor.execute(f"SHOW {name}")
+                values[name] = cursor.fetchone()[0]
+
+    with override_settings(WATCHDOG=watchdog):
+        sessions.configure_worker_connections("default")
+        try:
+            errors: list[BaseException] = []
+            reader = in_background(read, errors)  # a new thread: a new connection
+            reader.join(timeout=30)
+            assert not errors, errors
+        finally:
+            from django.db.backends.signals import connection_created
+
+            connection_created.disconnect(dispatch_uid="django_watchdog.worker_session.default")
+    assert values["idle_in_transaction_session_timeout"] == "7500ms"
+    # Over TCP the count is what was set; over a Unix socket the server reads back 0.
+    assert values["tcp_keepalives_count"] in ("4", "0")
+
+
+def test_the_session_settings_name_what_is_configured():
+    with override_settings(WATCHDOG={"IDLE_IN_TRANSACTION_TIMEOUT": None, "TCP_USER_TIMEOUT": 2.5}):
+        assert dict(sessions.worker_session()) == {
+            "tcp_keepalives_idle": "30",
+            "tcp_keepalives_interval": "10",
+            "tcp_keepalives_count": "3",
+            "tcp_user_timeout": "2500",
+        }
