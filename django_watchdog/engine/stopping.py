@@ -69,4 +69,6 @@ def _stop(worker: WatchdogWorker, signum: signal.Signals) -> None:
         os._exit(128 + signum)
     os.write(2, f"{signum.name}: finishing running jobs\n".encode())
     worker.request_stop()
-    worker.wake.set()  # safe here: this is a thread, not a signal handler
+    # Safe here (a thread, not a signal handler): stop claiming, wake the main loop, and
+    # end a backoff it is sleeping through (an outage, a SQLite write lock held elsewhere).
+    worker.stop()
