@@ -5,11 +5,11 @@ import threading
 
 
 class CuttableProxy:
-    """Forward 127.0.0.1:<port> to ``target``; ``cut()`` drops every open connection."""
+    """Forward ``host``:<port> to ``target``; ``cut()`` drops every open connection."""
 
-    def __init__(self, target: tuple[str, int]):
+    def __init__(self, target: tuple[str, int], host: str = "127.0.0.1"):
         self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()

@@ -125,3 +125,20 @@ def hang(job):
     time.sleep((job.payload or {}).get("sleep", 30))
     _record(job, "end")
     return "woke up"
+
+
+@handler("t-gate")
+def gate(job):
+    """On its first run wait until the file named by ``gate`` exists; return the run number."""
+    _record(job, "start")
+    path = (job.payload or {}).get("gate")
+    while job.recovery_count == 0 and path and not os.path.exists(path):
+        time.sleep(0.01)
+    _record(job, "end")
+    return f"run {job.recovery_count + 1}"
+
+
+if os.environ.get("WATCHDOG_TEST_STALL_QUEUE"):
+    from . import stall
+
+    stall.connect()
