@@ -1,11 +1,11 @@
 """A worker frozen inside a transaction that holds a queue's lock (SPEC §9 rule 16).
 
 Worker A stalls in a ``queue_changed`` receiver while recovering a job of ``stall-q`` (the
-queue's lock held, nothing committed), then is SIGSTOPped. Worker B must still start,
-drain the other queues, enforce a timeout, recover a dead worker's job in another queue
-and stop promptly on SIGTERM; once the server ends A's idle transaction
-(``IDLE_IN_TRANSACTION_TIMEOUT``), B recovers ``stall-q`` too and promotes its delayed job.
-Nothing runs twice.
+queue's lock held, nothing committed), then is SIGSTOPped; the server never ends its
+transaction (``held_settings``). Worker B must still start, drain the other queues, enforce
+a timeout, recover a dead worker's job in another queue, leave ``stall-q`` (its recovery
+and its due delayed job) for later, and stop promptly on SIGTERM. Resumed, A finishes what
+it held. Nothing runs twice.
 """
 
 import signal
@@ -47,7 +47,7 @@ def test_a_stalled_worker_holding_a_queue_lock_costs_the_others_only_that_queue(
     stall.mkdir()
     a = spawn_worker(
         env={
-            **SETTINGS,
+            "DJANGO_SETTINGS_MODULE": "tests.faults.held_settings",
             "WATCHDOG_TEST_STALL_QUEUE": "stall-q",
             "WATCHDOG_TEST_STALL_DIR": str(stall),
         }
@@ -59,11 +59,6 @@ def test_a_stalled_worker_holding_a_queue_lock_costs_the_others_only_that_queue(
             wd.enqueue(f"w{n}", queue=f"w{n}", lane="t-record", payload={"result": n})
         wd.enqueue("slow", queue="slow-q", lane="t-record", payload={"sleep": 60}, timeout=0.5)
         b = spawn_worker("--concurrency", "3", env=SETTINGS)
-
-        def settled(job_id):
-            job = wd.get_job(job_id)
-            return job if job.state == "settled" else None
-
         for n in range(6):
             wait_until(lambda n=n: settled(f"w{n}"), message=f"B to run w{n}")
         slow = wait_until(lambda: settled("slow"), message="B to time out the slow job")
@@ -73,20 +68,23 @@ def test_a_stalled_worker_holding_a_queue_lock_costs_the_others_only_that_queue(
         )
         dead = wait_until(lambda: settled("dead-worker-job"), message="B to recover dead-q")
         assert (dead.outcome, dead.recovery_count) == ("completed", 1)
-        # The server ends A's idle transaction (IDLE_IN_TRANSACTION_TIMEOUT): its queue's
-        # lock is free again, and B recovers that job too, A still stopped.
-        stalled = wait_until(lambda: settled("stalled-queue-job"), message="B to recover stall-q")
-        assert (stalled.outcome, stalled.recovery_count) == ("completed", 1)
-        delayed = wait_until(lambda: settled("delayed"), message="B to run the delayed job")
-        assert delayed.outcome == "completed"
+        wait_until(
+            lambda: "event=recover_deferred job_id=stalled-queue-job" in b.output(),
+            message="B to defer the claim whose queue A holds",
+        )
         assert {r["pid"] for r in runs.starts()} == {b.pid}
-
         b.signal(signal.SIGTERM)
         assert b.wait(timeout=15) == 0, b.output()
-        assert "recover_deferred" in b.output()
+        # All along A held stall-q: its claim and its delayed job waited, nothing else did.
+        assert wd.get_job("stalled-queue-job").state == "running"
+        assert Job.objects.get(job_id="delayed").delayed
     finally:
         a.signal(signal.SIGCONT)
-    (stall / "release").touch()
+    (stall / "release").touch()  # A commits its recovery, then promotes and runs
+    for job_id in ("stalled-queue-job", "delayed"):
+        job = wait_until(lambda j=job_id: settled(j), message=f"A to run {job_id}")
+        assert job.outcome == "completed", job_id
+    assert settled("stalled-queue-job").recovery_count == 1
     a.signal(signal.SIGTERM)
     assert a.wait(timeout=15) == 0, a.output()
 
@@ -95,3 +93,8 @@ def test_a_stalled_worker_holding_a_queue_lock_costs_the_others_only_that_queue(
         ["dead-worker-job", "stalled-queue-job", "delayed", "slow", *(f"w{n}" for n in range(6))]
     ), "every job ran exactly once"
     assert set(Job.objects.values_list("state", flat=True)) == {"settled"}
+
+
+def settled(job_id):
+    job = wd.get_job(job_id)
+    return job if job.state == "settled" else None
