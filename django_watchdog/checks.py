@@ -108,7 +108,7 @@ def _check_database_bounds(configured: dict[str, Any]) -> list[checks.CheckMessa
                 checks.Error(
                     f"WATCHDOG[{name!r}] must be {allowed} positive number up to "
                     f"{SESSION_MAXIMUM}.",
-                    id="django_watchdog.E013",
+                    id="django_watchdog.E014",
                 )
             )
     return errors
