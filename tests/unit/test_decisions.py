@@ -95,3 +95,67 @@ def test_decision_constructors() -> None:
     assert Decision.completed(5) == Decision(outcome=Outcome.COMPLETED, result=5)
     assert Decision.failed("E: x").failure_reason == "E: x"
     assert Decision.outcome_unknown().outcome == Outcome.OUTCOME_UNKNOWN
+
+
+# -- every outcome is storable (SPEC §9 rule 17) -------------------------------------------
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (_nested(100_000), "nested too deeply"),
+        (10**5000, "not JSON-serialisable"),
+        ({"text": "page 1\x00page 2"}, "NUL"),
+        ({"key\x00": 1}, "NUL"),
+        (["a\ud800b"], "lone surrogate"),
+        ({"\udfff": 1}, "lone surrogate"),
+    ],
+    ids=["deep", "huge-int", "nul", "nul-key", "surrogate", "surrogate-key"],
+)
+def test_a_result_no_database_can_hold_is_dropped_and_the_job_says_why(
+    value: Any, why: str
+) -> None:
+    decision, warning = decisions.from_return(value)
+    assert decision.outcome == Outcome.COMPLETED
+    assert decision.result is None
+    assert warning is not None and warning.startswith("result dropped") and why in warning
+    assert decision.traceback == warning, "the stored job says what happened to its result"
+
+
+@pytest.mark.parametrize("value", ["a\\u0000b", {"path": "C:\\\\u0000"}, "\u00e9\U0001f600"])
+def test_text_that_only_looks_like_a_nul_escape_is_kept(value: Any) -> None:
+    decision, warning = decisions.from_return(value)
+    assert warning is None and decision.result == value
+
+
+def test_exception_text_with_nul_and_lone_surrogates_is_escaped_not_lost() -> None:
+    decision = decisions.from_exception(_raised(ValueError("pdf said \x00 and \ud83d here")))
+    assert decision.failure_reason == "ValueError: pdf said \\x00 and \\ud83d here"
+    assert decision.traceback is not None
+    assert "pdf said \\x00 and \\ud83d here" in decision.traceback
+    assert "\x00" not in decision.traceback
+    decision.traceback.encode("utf-8")  # no lone surrogate left
+
+
+def test_an_exception_whose_str_raises_still_fails_with_a_reason() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no str for you")
+
+    decision = decisions.from_exception(_raised(Unprintable()))
+    assert decision.outcome == Outcome.FAILED
+    assert decision.failure_reason is not None
+    assert decision.failure_reason.startswith("Unprintable")
+    assert decision.traceback is not None
+
+
+def test_an_escaped_reason_is_still_cut_to_200_characters() -> None:
+    decision = decisions.from_exception(_raised(ValueError("\x00" * 300)))
+    assert decision.failure_reason is not None and len(decision.failure_reason) == 200
