@@ -1,13 +1,19 @@
-"""Work every worker does on the side of claiming: periodic schedules and retention."""
+"""Work every worker does on the side of claiming: periodic schedules and retention.
+
+A step that fails (a setting that overflows, a database error) is logged and backed off on
+its own; it never raises into the worker's loop, so claiming, recovery and timeouts go on.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from ..conf import age
 from ..store import waits
 from . import events
+from .backoff import Backoff
 from .clock import Clock
 from .schedules import FireFunction, Schedule, Scheduler, database_fire
 
@@ -15,6 +21,8 @@ from .schedules import FireFunction, Schedule, Scheduler, database_fire
 PRUNE_INTERVAL = 60.0
 #: Batches one pass deletes at most, so pruning never holds up claiming for long.
 PRUNE_BATCHES_PER_PASS = 5
+#: Longest wait before a failing housekeeping step is tried again.
+FAILED_STEP_BACKOFF_MAX = PRUNE_INTERVAL
 
 
 def retention() -> timedelta | None:
@@ -42,13 +50,44 @@ class Housekeeping:
         self.clock = clock
         self.scheduler = Scheduler(schedules, fire or database_fire(using))
         self._next_prune = 0.0
+        #: Per step: its backoff, and the monotonic time before which it is not retried.
+        self._failing: dict[str, tuple[Backoff, float]] = {}
 
     def run_due(self) -> None:
-        """Enqueue due schedule ticks; prune settled jobs if retention is on and due."""
-        self.scheduler.run_due(self.clock.now())
+        """Enqueue due schedule ticks; prune settled jobs if retention is on and due.
+
+        Never raises: a failing step is logged and skipped until its backoff has passed.
+        """
+        self._step("schedules", lambda: self.scheduler.run_due(self.clock.now()))
+        self._step("retention", self._prune_if_due)
+
+    def _prune_if_due(self) -> None:
         age = retention()
         if age is not None and self.clock.monotonic() >= self._next_prune:
             self.prune(age)
+
+    def _step(self, name: str, step: Callable[[], object]) -> None:
+        backoff, resume_at = self._failing.get(name, (None, 0.0))
+        if self.clock.monotonic() < resume_at:
+            return
+        try:
+            step()
+        except Exception as error:  # noqa: BLE001 - housekeeping must never stop claiming
+            backoff = backoff or Backoff(start=1.0, most=FAILED_STEP_BACKOFF_MAX)
+            delay = backoff.failed()
+            self._failing[name] = (backoff, self.clock.monotonic() + delay)
+            events.log(
+                logging.ERROR,
+                "housekeeping_failed",
+                step=name,
+                error=f"{type(error).__name__}: {error}",
+                retry_in_s=delay,
+            )
+            logging.getLogger("django_watchdog.worker").debug(
+                "housekeeping step %s failed", name, exc_info=True
+            )
+        else:
+            self._failing.pop(name, None)
 
     def prune(self, age: timedelta) -> int:
         from ..store.retention import PRUNE_BATCH, prune

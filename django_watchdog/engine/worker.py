@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 
 from .. import handlers as registry
 from ..conf import seconds, setting
@@ -32,11 +32,13 @@ from ..domain import decisions
 from ..domain.errors import WatchdogError
 from ..domain.retries import RetryPolicy
 from ..domain.states import Outcome
+from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, SettleResult
 from ..store.batches import BATCH_MAX, Settlement
-from ..store.claims import Partition
+from ..store.claims import Partition, new_claim_token
 from ..store.worker_store import LockBusy, WorkerStore
 from . import events, liveness
+from .backoff import Backoff
 from .batches import Batch, Decided
 from .clock import Clock, SystemClock
 from .gate import RecoveryGate
@@ -48,9 +50,9 @@ from .wakeup import Waker, make_waker
 Handler = Callable[[RunningJob], Any]
 Written = TypeVar("Written")
 
-BACKOFF_START = 0.1
-BACKOFF_MAX = 5.0
 SETTLE_REJECTIONS = 3
+#: A write the database refused for its data: the outcome is replaced by a storable one.
+UNSTORABLE = (DataError, UnicodeError, RecursionError, OverflowError)
 
 
 def default_worker_id() -> str:
@@ -81,20 +83,6 @@ class WorkerOptions:
     def batch_size(self) -> int:
         value = setting("BATCH") if self.batch is None else self.batch
         return max(1, min(BATCH_MAX, int(value)))
-
-
-class Backoff:
-    """Doubling waits after consecutive database failures, reset by a success."""
-
-    def __init__(self) -> None:
-        self.delay = 0.0
-
-    def failed(self) -> float:
-        self.delay = min(BACKOFF_MAX, self.delay * 2 if self.delay else BACKOFF_START)
-        return self.delay
-
-    def succeeded(self) -> None:
-        self.delay = 0.0
 
 
 class WatchdogWorker:
@@ -144,8 +132,9 @@ class WatchdogWorker:
         self._deferred: set[tuple[str, str]] = set()  # (step, job id) logged as deferred
         self._timed_out_unsettled: list[RunningJob] = []  # abandoned, settle deferred
         self._backoff = Backoff()
-        self._claim_failed = False  # a claim's commit may have succeeded unseen
-        self._claims_in_flight = 0  # claims made with a settle, not yet registered
+        #: Token prefixes of claims whose commit may have succeeded unseen (see
+        #: ``_release_lost_claims``), under ``_running_lock``.
+        self._lost_claims: set[str] = set()
         self._promote_at = 0.0  # monotonic time of the next look for due delayed jobs
         self.exhausted = False  # the last claim found no ready job
         self.stop_requested = False  # set by a signal handler; see request_stop()
@@ -216,6 +205,11 @@ class WatchdogWorker:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    def _wants_work(self) -> bool:
+        """Whether this worker may claim: not once a stop was requested (SIGTERM), even
+        before the main loop has turned the request into ``stop()``."""
+        return not (self.stop_requested or self._stopping.is_set())
+
     def shutdown(self) -> None:
         """Wait for running jobs up to the grace period, then deregister."""
         self._stopping.set()
@@ -260,9 +254,9 @@ class WatchdogWorker:
         """
         if self.clock.monotonic() >= self._next_recovery:
             self.recover()
-        self.housekeeping.run_due()
-        if self._claim_failed:
-            self._release_orphans()
+        self.housekeeping.run_due()  # never raises: a failing step is backed off on its own
+        if self._lost_claims:
+            self._release_lost_claims()
         self.enforce_timeouts()
         started = self._claim_into_free_slots()
         if self.clock.monotonic() >= self._promote_at:
@@ -281,7 +275,7 @@ class WatchdogWorker:
         """Claim ready jobs until every slot is busy or none is ready; how many started."""
         started = 0
         self.exhausted = False
-        while self.free_slots() and not self._stopping.is_set():
+        while self.free_slots() and self._wants_work():
             if self.batch_size > 1:
                 taken = self._claim_batch()
                 if not taken:
@@ -289,14 +283,15 @@ class WatchdogWorker:
                     break
                 started += taken
                 continue
+            token = new_claim_token()
             try:
-                result = self.store.claim(self.partition, worker_id=self.worker_id)
-            except DatabaseError:
-                self._claim_failed = True
-                raise
+                result = self.store.claim(self.partition, worker_id=self.worker_id, token=token)
             except WatchdogError as error:
                 self._log_skipped(error)
                 continue
+            except BaseException:
+                self._claim_lost(token)
+                raise
             running = self._accept(result)
             if running is None and result.status == "none":
                 self.exhausted = True
@@ -308,12 +303,17 @@ class WatchdogWorker:
 
     def _claim_batch(self) -> int:
         """Claim up to ``batch_size`` jobs in one transaction and start a thread on them."""
+        token = new_claim_token()
         try:
             _, claimed = self.store.settle_and_claim(
-                [], claim_next=self.partition, limit=self.batch_size, worker_id=self.worker_id
+                [],
+                claim_next=self.partition,
+                limit=self.batch_size,
+                worker_id=self.worker_id,
+                token=token,
             )
-        except DatabaseError:
-            self._claim_failed = True
+        except BaseException:
+            self._claim_lost(token)
             raise
         jobs = self._accept_all(claimed)
         if jobs:
@@ -417,42 +417,43 @@ class WatchdogWorker:
     def _run_chain(self, first: RunningJob, *, tracked: bool = False) -> None:
         """Run ``first``, then each job claimed along with the previous settle.
 
-        A claim made with a settle is "in flight" until the job is registered as running:
-        orphan release (after a lost connection) must not mistake it for an orphan.
+        Never raises: whatever escapes a run, its job is settled ``failed`` (the thread
+        must not die holding a ``running`` job). A job claimed on while a stop was being
+        requested is released unstarted.
         """
         current: RunningJob | None = first
         while current is not None:
-            claim_next = self.partition if self._threads and not self._stopping.is_set() else None
             following: RunningJob | None = None
-            if claim_next is not None:
-                with self._running_lock:
-                    self._claims_in_flight += 1
             try:
-                outcome = self._execute(current, claim_next)
+                outcome = self._execute(current, chain=self._threads)
                 if isinstance(outcome, WatchdogError):
                     self._log_skipped(outcome)
                 elif outcome is not None:
                     following = self._accept(outcome)
+                if following is not None and not self._wants_work():
+                    self._release_unstarted([following])
+                    following = None
+            except Exception as error:  # noqa: BLE001 - the job must still settle
+                self._worker_error(current, error)
+                following = None
             finally:
                 with self._running_lock:
                     if tracked and self._running.get(current.job_id) is current:
                         del self._running[current.job_id]
                     if tracked and following is not None:
                         self._running[following.job_id] = following
-                    if claim_next is not None:
-                        self._claims_in_flight -= 1
             current = following
             if tracked and following is not None and following.deadline is not None:
                 self.wake.set()  # the main loop watches deadlines: it must see this one
 
-    def _execute(
-        self, running: RunningJob, claim_next: Partition | None
-    ) -> ClaimResult | WatchdogError | None:
-        """Run the lane's handler and settle its decision; never raises."""
+    def _execute(self, running: RunningJob, *, chain: bool) -> ClaimResult | WatchdogError | None:
+        """Run the lane's handler and settle its decision; with ``chain``, claim the next
+        job in the same transaction, unless a stop was requested while the handler ran."""
         started = self.clock.monotonic()
         decision = self._decide(running)
         if decision is None:
             return None
+        claim_next = self.partition if chain and self._wants_work() else None
         settled, claimed = self._settle(running, decision, claim_next)
         self._log_settle(running, decision, settled, self.clock.monotonic() - started)
         return claimed
@@ -466,7 +467,10 @@ class WatchdogWorker:
         except BaseException as error:  # noqa: BLE001 - every failure is the job's outcome
             decision = self._decide_failure(running, error)
         else:
-            decision, warning = decisions.from_return(value)
+            try:
+                decision, warning = decisions.from_return(value)
+            except Exception as error:  # noqa: BLE001 - a result must not kill the thread
+                decision = self._worker_error_decision(error)
             if running.timed_out:
                 decision = Decision.failed(
                     f"TimeoutError: stopped after its {running.timeout} s timeout"
@@ -502,16 +506,27 @@ class WatchdogWorker:
             self.wake.set()
 
     def _run_batches(self, batch: Batch) -> None:
-        """Work through ``batch``; write its results with the next claim; repeat."""
+        """Work through ``batch``; write its results with the next claim; repeat.
+
+        Never raises: whatever escapes, what the batch holds is written or released and
+        its slot freed, so the worker goes on claiming.
+        """
         current: Batch | None = batch
         while current is not None:
-            self._work_through(current)
-            claim = self._threads and not self._stopping.is_set() and not current.stuck
-            following = self._flush(current, claim=claim)
-            with self._running_lock:
-                self._batches.remove(current)
-                if following is not None:
-                    self._batches.append(following)
+            following: Batch | None = None
+            try:
+                self._work_through(current)
+                claim = self._threads and self._wants_work() and not current.stuck
+                following = self._flush(current, claim=claim)
+            except Exception as error:  # noqa: BLE001 - the batch must still be written
+                events.log(logging.ERROR, "batch_failed", worker=self.worker_id, error=repr(error))
+                logging.getLogger("django_watchdog.worker").exception("batch failed")
+                self._flush(current, claim=False)
+            finally:
+                with self._running_lock:
+                    self._batches.remove(current)
+                    if following is not None:
+                        self._batches.append(following)
             current = following
             self.wake.set()
 
@@ -522,7 +537,7 @@ class WatchdogWorker:
         failure to retry is written at once (it must reach its queue's head).
         """
         while True:
-            running = batch.start_next(stopping=self._stopping.is_set())
+            running = batch.start_next(stopping=not self._wants_work())
             if running is None:
                 return
             started = self.clock.monotonic()
@@ -530,7 +545,10 @@ class WatchdogWorker:
                 decision: Decision | None = Decision(outcome=Outcome.CANCELLED)
             else:
                 self._start_clock(running)
-                decision = self._decide(running)
+                try:
+                    decision = self._decide(running)
+                except Exception as error:  # noqa: BLE001 - the job must still settle
+                    decision = self._worker_error_decision(error)
             if decision is None:
                 continue  # abandoned: already settled, and the batch flushed
             duration = self.clock.monotonic() - started
@@ -553,12 +571,9 @@ class WatchdogWorker:
             Settlement(d.running.job_id, d.running.claim_token, d.decision) for d in decided
         ]
         release = [(r.job_id, r.claim_token) for r in unstarted]
-        if claim:
-            with self._running_lock:
-                self._claims_in_flight += 1
         following: Batch | None = None
         try:
-            settled, claimed = self._write_batch(settlements, release, claim=claim)
+            settled, claimed = self._write_batch(decided, settlements, release, claim=claim)
             for done, result in zip(decided, settled, strict=True):
                 self._log_settle(done.running, done.decision, result, done.duration)
             for running in unstarted:
@@ -574,28 +589,67 @@ class WatchdogWorker:
                 if following is not None:
                     for running in following.pending:
                         self._running[running.job_id] = running
-                if claim:
-                    self._claims_in_flight -= 1
         return following
 
     def _write_batch(
-        self, settlements: list[Settlement], release: list[tuple[str, str]], *, claim: bool
+        self,
+        decided: list[Decided],
+        settlements: list[Settlement],
+        release: list[tuple[str, str]],
+        *,
+        claim: bool,
     ) -> tuple[list[SettleResult], list[ClaimResult | WatchdogError]]:
-        """``store.settle_and_claim`` through outages and failing receivers."""
-        given_up: tuple[list[SettleResult], list[ClaimResult | WatchdogError]] = (
-            [SettleResult(status="conflict") for _ in settlements],
-            [],
-        )
-        return self._settling(
-            lambda: self.store.settle_and_claim(
+        """``store.settle_and_claim`` through outages and failing receivers.
+
+        If the database refuses the batch (a value it cannot hold, a receiver that
+        raises), each job is settled on its own (``_settle``, which stores what it can),
+        then the rest is written: one bad outcome never holds back the others.
+        """
+        BatchWritten = tuple[list[SettleResult], list[ClaimResult | WatchdogError]]
+        given_up: BatchWritten = ([SettleResult(status="conflict") for _ in settlements], [])
+
+        def rest(settled: list[SettleResult]) -> Callable[[str | None], BatchWritten]:
+            def write(token: str | None) -> BatchWritten:
+                if not release and not claim:
+                    return settled, []
+                _, claimed = self.store.settle_and_claim(
+                    [],
+                    release=release,
+                    claim_next=self.partition if claim else None,
+                    limit=self.batch_size if claim else 0,
+                    worker_id=self.worker_id,
+                    token=token,
+                )
+                return settled, claimed
+
+            return write
+
+        def one_by_one(error: Exception) -> Callable[[str | None], BatchWritten] | None:
+            if not decided:
+                return None
+            events.log(
+                logging.WARNING,
+                "batch_split",
+                jobs=",".join(s.job_id for s in settlements),
+                error=f"{type(error).__name__}: {error}",
+            )
+            return rest([self._settle(d.running, d.decision, None)[0] for d in decided])
+
+        def together(token: str | None) -> BatchWritten:
+            return self.store.settle_and_claim(
                 settlements,
                 release=release,
                 claim_next=self.partition if claim else None,
                 limit=self.batch_size if claim else 0,
                 worker_id=self.worker_id,
-            ),
+                token=token,
+            )
+
+        return self._settling(
+            together,
             claims=claim,
             given_up=given_up,
+            instead=one_by_one,
             action="settle_batch",
             jobs=",".join(s.job_id for s in settlements),
         )
@@ -658,57 +712,81 @@ class WatchdogWorker:
     ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
         """Settle with the claim token (and claim the next job) through outages and failing
         receivers; with ``defer_if_busy``, a queue lock held elsewhere raises ``LockBusy``
-        instead of being waited out (the main loop must not wait on another worker)."""
-        given_up: tuple[SettleResult, ClaimResult | WatchdogError | None] = (
-            SettleResult(status="conflict"),
-            None,
-        )
-        return self._settling(
-            lambda: self.store.settle(
+        instead of being waited out (the main loop must not wait on another worker). An
+        outcome the database refuses as data (a NUL, a lone surrogate, anything the driver
+        cannot encode) is replaced by a ``failed`` settle saying so."""
+        Settled = tuple[SettleResult, ClaimResult | WatchdogError | None]
+        given_up: Settled = (SettleResult(status="conflict"), None)
+
+        def writing(decided: Decision) -> Callable[[str | None], Settled]:
+            return lambda token: self.store.settle(
                 running.job_id,
                 running.claim_token,
-                decision,
+                decided,
                 claim_next=claim_next,
                 worker_id=self.worker_id,
-            ),
+                token=token,
+            )
+
+        def storable(error: Exception) -> Callable[[str | None], Settled] | None:
+            if not isinstance(error, UNSTORABLE):
+                return None
+            replacement = decisions.unstorable(decision, error)
+            events.log(
+                logging.ERROR,
+                "outcome_unstorable",
+                **events.job(running),
+                decided=decision.outcome.value,
+                reason=replacement.failure_reason,
+            )
+            return writing(replacement)
+
+        return self._settling(
+            writing(decision),
             claims=claim_next is not None,
             given_up=given_up,
             defer_if_busy=defer_if_busy,
+            instead=storable,
             action="settle",
             **events.job(running),
         )
 
     def _settling(
         self,
-        write: Callable[[], Written],
+        write: Callable[[str | None], Written],
         *,
         claims: bool,
         given_up: Written,
         defer_if_busy: bool = False,
+        instead: Callable[[Exception], Callable[[str | None], Written] | None] | None = None,
         **about: Any,
     ) -> Written:
         """Run ``write`` (a settle, maybe with the next claim) until it succeeds.
 
-        Settling is idempotent, so through a database outage it is retried until the server
-        is back (a claim made with it may have committed unseen: orphan release sorts that
-        out). A ``queue_changed`` receiver that raises (anything but a lost connection) rolls
-        the write back; it is retried a few times, then given up (logged) and ``given_up``
-        returned: the jobs stay running under this worker until it stops, and recovery
-        (SPEC §4.8) resolves them then.
+        ``write`` takes the token prefix of the claim it makes (a fresh one per attempt;
+        ``None`` when it claims nothing). Settling is idempotent, so through a database
+        outage it is retried until the server is back; a claim made with it may have
+        committed unseen, so its token goes to ``_release_lost_claims``. The first time the
+        database refuses the write itself, ``instead`` may name another write to try (a
+        storable outcome, a batch settled job by job). A ``queue_changed`` receiver that
+        raises (anything but a lost connection) rolls the write back; it is retried a few
+        times, then given up (logged) and ``given_up`` returned: the jobs stay running
+        under this worker until it stops, and recovery (SPEC §4.8) resolves them then.
         """
         backoff = Backoff()
         rejected = 0
         while True:
+            token = new_claim_token() if claims else None
             try:
-                return write()
-            except LockBusy:
+                return write(token)
+            except LockBusy:  # the transaction waited no more and rolled back: no claim
                 if defer_if_busy:
                     raise
                 delay = backoff.failed()  # bounded wait ran out: the lock's holder may end
             except (OperationalError, InterfaceError) as error:
                 self.gate.failed()
-                if claims:
-                    self._claim_failed = True
+                if token is not None:
+                    self._claim_lost(token)
                 delay = backoff.failed()
                 events.log(
                     logging.WARNING,
@@ -719,6 +797,12 @@ class WatchdogWorker:
                 )
                 self.store.release_connection()
             except Exception as error:  # noqa: BLE001 - a receiver's bug must not kill the thread
+                if token is not None:
+                    self._claim_lost(token)  # rolled back, unless it failed after the commit
+                replacement = instead(error) if instead is not None else None
+                if replacement is not None:
+                    write, instead = replacement, None
+                    continue
                 # Anything else (a receiver's own error, an IntegrityError from its UPDATE)
                 # will fail the same way again: retry a few times, then give the run up.
                 rejected += 1
@@ -736,6 +820,40 @@ class WatchdogWorker:
                     return given_up
                 delay = backoff.failed()
             threading.Event().wait(delay)
+
+    def _worker_error_decision(self, error: Exception) -> Decision:
+        """A run whose outcome this worker failed to decide: ``failed``, saying why."""
+        logging.getLogger("django_watchdog.worker").exception("deciding an outcome failed")
+        return Decision.failed(
+            f"Worker error: {decisions.failure_reason(error)}"[:REASON_MAX],
+            traceback=decisions.storable_text(decisions.formatted(error)),
+        )
+
+    def _worker_error(self, running: RunningJob, error: Exception) -> None:
+        """Something escaped a run: settle its job ``failed`` (a no-op if it settled)."""
+        events.log(logging.ERROR, "run_failed", **events.job(running), error=repr(error))
+        decision = self._worker_error_decision(error)
+        try:
+            settled, _ = self._settle(running, decision, None)
+            self._log_settle(running, decision, settled, 0.0)
+        except Exception:  # noqa: BLE001 - recovery resolves it once this worker stops
+            logging.getLogger("django_watchdog.worker").exception(
+                "job %s could not be settled", running.job_id
+            )
+
+    def _release_unstarted(self, jobs: list[RunningJob]) -> None:
+        """Put back jobs claimed for this worker that will not start (it is stopping)."""
+        release = [(r.job_id, r.claim_token) for r in jobs]
+        nothing: tuple[list[SettleResult], list[ClaimResult | WatchdogError]] = ([], [])
+        self._settling(
+            lambda token: self.store.settle_and_claim([], release=release),
+            claims=False,
+            given_up=nothing,
+            action="release",
+            jobs=",".join(r.job_id for r in jobs),
+        )
+        for running in jobs:
+            events.log(logging.INFO, "claim_released", **events.job(running), why="stopping")
 
     def _log_settle(
         self, running: RunningJob, decision: Decision, settled: SettleResult, duration: float
@@ -959,19 +1077,29 @@ class WatchdogWorker:
                 )
         return unserved
 
-    def _release_orphans(self) -> None:
-        """Put back claims that committed while their connection failed (never started).
+    def _claim_lost(self, token: str) -> None:
+        """A claim under ``token`` failed: it may have committed unseen. Its jobs (never
+        started) are released by the main loop's next step, which this wakes."""
+        with self._running_lock:
+            self._lost_claims.add(token)
+        self.wake.set()
 
-        Runs with the running-jobs lock held, so no job thread can be between a claim's
-        commit and registering that job; if one is, try again on the next step.
+    def _release_lost_claims(self) -> None:
+        """Put back the jobs of claims that committed while their connection failed.
+
+        A claim's tokens are its prefix plus the job's rank, and a prefix is used by one
+        claim only; the worker never learnt of a failed claim's jobs, so none of them
+        started, and no other claim (of a job running or about to run) shares the prefix.
+        So this needs no pause in claiming, however busy the worker is.
         """
         with self._running_lock:
-            if self._claims_in_flight:
-                return
-            released, deferred = self.store.release_orphans(self.worker_id, list(self._running))
-            self._claim_failed = bool(deferred)  # try those again on the next step
-        for job_id in deferred:
-            self._log_deferred("release_orphan", job_id)
+            tokens = sorted(self._lost_claims)
+        released, deferred = self.store.release_lost_claims(self.worker_id, tokens)
+        with self._running_lock:
+            self._lost_claims.difference_update(tokens)
+            self._lost_claims.update(token for _, token in deferred)  # queue busy: next step
+        for job_id, _ in deferred:
+            self._log_deferred("release_lost_claim", job_id)
         for job_id in released:
             events.log(
                 logging.WARNING,

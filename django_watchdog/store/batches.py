@@ -124,22 +124,24 @@ def settle_and_claim(
     claim_next: Partition | None = None,
     limit: int = 0,
     worker_id: str | None = None,
+    token: str | None = None,
 ) -> tuple[list[SettleResult], list[ClaimResult | WatchdogError]]:
     """Settle ``settlements``, put back ``release`` (claimed, never started) and claim up to
-    ``limit`` ready jobs of ``claim_next``, all in one transaction.
+    ``limit`` ready jobs of ``claim_next`` (under the token prefix ``token``), all in one
+    transaction.
 
     Results come in the order of ``settlements``; a claimed row that did not decode comes
     back as the ``WatchdogError`` it raised, already settled ``failed``.
     """
     if not settlements and not release:
         with claims.claim_transaction(using):
-            return [], claim_many(using, claim_next, limit, worker_id) if claim_next else []
+            return [], claim_many(using, claim_next, limit, worker_id, token) if claim_next else []
     with transaction.atomic(using=using):
         quiet = claim_next.lanes if claim_next is not None and limit else ()
         settled = settle_many(using, settlements, quiet_lanes=quiet)
         for job_id, token in release:
             claims.release_in_transaction(using, job_id, token)
-        claimed = claim_many(using, claim_next, limit, worker_id) if claim_next else []
+        claimed = claim_many(using, claim_next, limit, worker_id, token) if claim_next else []
     return settled, claimed
 
 
@@ -200,7 +202,7 @@ def _settle_values(using: str, s: Settlement) -> tuple[Any, ...]:
 
 
 def claim_many(
-    using: str, partition: Partition, limit: int, worker_id: str | None
+    using: str, partition: Partition, limit: int, worker_id: str | None, token: str | None = None
 ) -> list[ClaimResult | WatchdogError]:
     """Claim up to ``limit`` ready jobs (settling cancelled ones), in the caller's transaction.
 
@@ -210,4 +212,4 @@ def claim_many(
     """
     if limit <= 0:
         return []
-    return claims.claim_ready(using, partition, limit, worker_id)
+    return claims.claim_ready(using, partition, limit, worker_id, token=token)

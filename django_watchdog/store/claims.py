@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import OperationalError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -134,18 +134,31 @@ PRIOR = "SELECT state, outcome, claim_token, cancellation_id FROM watchdog_job W
 
 
 def new_claim_token() -> str:
+    """A claim's token prefix: each job it claims gets ``<prefix>.<rank>``.
+
+    A caller that makes the prefix before claiming knows, if the claim fails, exactly
+    which rows it may have claimed unseen (``lost_claims``).
+    """
     return secrets.token_urlsafe(24)
 
 
-def claim(using: str, partition: Partition, *, worker_id: str | None = None) -> ClaimResult:
+def claim(
+    using: str,
+    partition: Partition,
+    *,
+    worker_id: str | None = None,
+    token: str | None = None,
+) -> ClaimResult:
     """Take the best ready job of the partition: run it, or settle it if it was cancelled.
 
     On PostgreSQL the candidate's queue row is locked with SKIP LOCKED, so concurrent
-    claimers spread over queues instead of waiting on each other.
+    claimers spread over queues instead of waiting on each other. ``token``: the claim's
+    token prefix (a fresh one if ``None``); of the attempts below, only one writes a row.
     """
+    token = token or new_claim_token()
     for _ in range(CLAIM_ATTEMPTS):
         with claim_transaction(using):
-            result = claim_in_transaction(using, partition, worker_id)
+            result = claim_in_transaction(using, partition, worker_id, token=token)
         if result is not None:
             if isinstance(result, WatchdogError):
                 raise result
@@ -197,19 +210,25 @@ def claim_statement(
 
 
 def claim_in_transaction(
-    using: str, partition: Partition, worker_id: str | None
+    using: str, partition: Partition, worker_id: str | None, *, token: str | None = None
 ) -> ClaimResult | WatchdogError | None:
     """One claim inside the caller's transaction; ``None`` when no ready job was taken."""
-    taken = claim_ready(using, partition, 1, worker_id)
+    taken = claim_ready(using, partition, 1, worker_id, token=token)
     return taken[0] if taken else None
 
 
 def claim_ready(
-    using: str, partition: Partition, limit: int, worker_id: str | None
+    using: str,
+    partition: Partition,
+    limit: int,
+    worker_id: str | None,
+    *,
+    token: str | None = None,
 ) -> list[ClaimResult | WatchdogError]:
-    """Take up to ``limit`` ready jobs in one statement, best first."""
+    """Take up to ``limit`` ready jobs in one statement, best first, under the token
+    prefix ``token`` (a fresh one if ``None``)."""
     sql, params = claim_statement(
-        using, partition, token=new_claim_token(), worker_id=worker_id, limit=limit
+        using, partition, token=token or new_claim_token(), worker_id=worker_id, limit=limit
     )
     found = vendor.fetch(using, sql, params)
     if len(found) > 1:
@@ -275,6 +294,7 @@ def settle(
     *,
     claim_next: Partition | None = None,
     worker_id: str | None = None,
+    token: str | None = None,
 ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
     """Settle a running job for the holder of its current claim token (fencing).
 
@@ -291,7 +311,7 @@ def settle(
         settled = settle_in_transaction(using, job_id, claim_token, decision, quiet_lanes=busy)
         claimed = None
         if claim_next is not None and settled.status != "missing":
-            claimed = claim_in_transaction(using, claim_next, worker_id)
+            claimed = claim_in_transaction(using, claim_next, worker_id, token=token)
     return settled, claimed
 
 
@@ -496,14 +516,19 @@ def release_in_transaction(using: str, job_id: str, claim_token: str) -> bool:
     return bool(changed)
 
 
-def orphaned_claims(using: str, worker_id: str, known: Sequence[str]) -> list[tuple[str, str]]:
-    """(job id, claim token) of jobs running under ``worker_id`` that it does not know of."""
+def lost_claims(using: str, worker_id: str, tokens: Sequence[str]) -> list[tuple[str, str]]:
+    """(job id, claim token) of jobs running under ``worker_id`` that claims with these
+    token prefixes took (see ``new_claim_token``)."""
     from ..models import Job
 
+    if not tokens:
+        return []
+    made_by = Q()
+    for token in tokens:
+        made_by |= Q(claim_token__startswith=f"{token}.")
     found = (
         Job.objects.using(using)
-        .filter(state=State.RUNNING, claimed_by=worker_id)
-        .exclude(job_id__in=list(known))
+        .filter(made_by, state=State.RUNNING, claimed_by=worker_id)
         .values_list("job_id", "claim_token")
     )
     return [(job_id, token) for job_id, token in found if token is not None]

@@ -28,9 +28,11 @@ class WorkerStore:
     def __init__(self, using: str) -> None:
         self.using = using
 
-    def claim(self, partition: claims.Partition, *, worker_id: str) -> ClaimResult:
+    def claim(
+        self, partition: claims.Partition, *, worker_id: str, token: str | None = None
+    ) -> ClaimResult:
         with waits.bounded():
-            return claims.claim(self.using, partition, worker_id=worker_id)
+            return claims.claim(self.using, partition, worker_id=worker_id, token=token)
 
     def settle(
         self,
@@ -40,8 +42,10 @@ class WorkerStore:
         *,
         claim_next: claims.Partition | None = None,
         worker_id: str | None = None,
+        token: str | None = None,
     ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
-        """Settle, and with ``claim_next`` claim the next job in the same transaction."""
+        """Settle, and with ``claim_next`` claim the next job in the same transaction
+        (under the token prefix ``token``)."""
         with waits.bounded():
             return claims.settle(
                 self.using,
@@ -50,6 +54,7 @@ class WorkerStore:
                 decision,
                 claim_next=claim_next,
                 worker_id=worker_id,
+                token=token,
             )
 
     def settle_and_claim(
@@ -60,9 +65,10 @@ class WorkerStore:
         claim_next: claims.Partition | None = None,
         limit: int = 0,
         worker_id: str | None = None,
+        token: str | None = None,
     ) -> tuple[list[SettleResult], list[ClaimResult | WatchdogError]]:
-        """Settle a batch, release never-started jobs and claim up to ``limit``, in one
-        transaction."""
+        """Settle a batch, release never-started jobs and claim up to ``limit`` (under the
+        token prefix ``token``), in one transaction."""
         with waits.bounded():
             return batches.settle_and_claim(
                 self.using,
@@ -71,6 +77,7 @@ class WorkerStore:
                 claim_next=claim_next,
                 limit=limit,
                 worker_id=worker_id,
+                token=token,
             )
 
     def promote_due(self, *, now: datetime) -> int:
@@ -107,17 +114,21 @@ class WorkerStore:
         with waits.bounded():
             return claims.reconcile_all(self.using, found)
 
-    def release_orphans(self, worker_id: str, known: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Release claims committed for ``worker_id`` that it never learnt of: the ids
-        released, and those whose queue another transaction held (to try again later)."""
-        released, deferred = [], []
-        for job_id, token in claims.orphaned_claims(self.using, worker_id, known):
+    def release_lost_claims(
+        self, worker_id: str, tokens: Sequence[str]
+    ) -> tuple[list[str], list[tuple[str, str]]]:
+        """Release the jobs that claims under these token prefixes took for ``worker_id``
+        (committed while its connection failed, so never started): the ids released, and
+        (job id, token prefix) of those whose queue another transaction held (try again)."""
+        released: list[str] = []
+        deferred: list[tuple[str, str]] = []
+        for job_id, token in claims.lost_claims(self.using, worker_id, tokens):
             try:
                 with waits.bounded():
                     if claims.release(self.using, job_id, token):
                         released.append(job_id)
             except LockBusy:
-                deferred.append(job_id)
+                deferred.append((job_id, token.rpartition(".")[0]))
         return released, deferred
 
     def workers_on_host(self, host: str) -> list[workers.Registered]:

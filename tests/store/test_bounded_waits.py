@@ -119,12 +119,12 @@ def test_promotion_skips_a_held_queue_and_promotes_the_others(store):
     assert store.promote_due(now=later) == 1
 
 
-def test_orphan_release_defers_a_claim_whose_queue_is_held(store):
+def test_lost_claim_release_defers_a_claim_whose_queue_is_held(store):
     wd.enqueue("a", queue="q")
-    claimed(worker_id="me")
+    assert store.claim(Partition(), worker_id="me", token="tok").claim_token == "tok.1"
     with queue_held("q"):
-        assert store.release_orphans("me", []) == ([], ["a"])
-    assert store.release_orphans("me", []) == (["a"], [])
+        assert store.release_lost_claims("me", ["tok"]) == ([], [("a", "tok")])
+    assert store.release_lost_claims("me", ["tok"]) == (["a"], [])
 
 
 def test_claims_skip_a_held_queue(store):

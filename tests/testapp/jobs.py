@@ -142,3 +142,34 @@ if os.environ.get("WATCHDOG_TEST_STALL_QUEUE"):
     from . import stall
 
     stall.connect()
+
+
+#: What ``t-poison`` returns or raises, by the payload's ``kind``: values no database (or
+#: no JSON encoder) can store as they are.
+POISON = {
+    "nul-result": lambda: {"text": "page 1\x00page 2"},
+    "surrogate-result": lambda: ["a\ud800b"],
+    "deep-result": lambda: _nested(100_000),
+    "huge-result": lambda: 10**5000,
+}
+
+
+def _nested(depth):
+    value = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@handler("t-poison")
+def poison(job):
+    """Return (``kind`` ending in ``-result``) or raise (``-raise``) a poison value."""
+    kind = (job.payload or {})["kind"]
+    _record(job, "start", kind=kind)
+    if kind == "nul-raise":
+        raise ValueError("pdf text \x00 here")
+    if kind == "surrogate-raise":
+        raise ValueError("half an emoji \ud83d here")
+    if kind == "nul-unknown":
+        raise OutcomeUnknown("gateway said \x00")
+    return POISON[kind]()

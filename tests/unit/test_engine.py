@@ -65,7 +65,7 @@ class FakeStore:
         self.batches = []
         self.released = []
 
-    def claim(self, partition, *, worker_id):
+    def claim(self, partition, *, worker_id, token=None):
         lanes = partition.lanes
         self.claims.append(tuple(lanes))
         if self.fail_next_claim:
@@ -74,18 +74,22 @@ class FakeStore:
         for job in self.queue:
             if job.lane in lanes:
                 self.queue.remove(job)
-                return ClaimResult(status="claimed", job=job, claim_token=f"t-{job.job_id}")
+                claim_token = f"{token}.1" if token else f"t-{job.job_id}"
+                return ClaimResult(status="claimed", job=job, claim_token=claim_token)
         return ClaimResult(status="none")
 
-    def settle(self, job_id, claim_token, decision, *, claim_next=None, worker_id=None):
+    def settle(self, job_id, claim_token, decision, *, claim_next=None, worker_id=None, token=None):
         self.settled[job_id] = decision
         job = SimpleNamespace(
             outcome=decision.outcome.value, failure_reason=decision.failure_reason, retry_at=None
         )
-        return SettleResult(status="settled", job=job), None
+        claimed = None
+        if claim_next is not None:
+            claimed = self.claim(claim_next, worker_id=worker_id, token=token)
+        return SettleResult(status="settled", job=job), claimed
 
     def settle_and_claim(
-        self, settlements, *, release=(), claim_next=None, limit=0, worker_id=None
+        self, settlements, *, release=(), claim_next=None, limit=0, worker_id=None, token=None
     ):
         self.batches.append(
             ([s.job_id for s in settlements], [job_id for job_id, _ in release], limit)
@@ -102,7 +106,7 @@ class FakeStore:
         self.released.extend(job_id for job_id, _ in release)
         claimed = []
         while claim_next is not None and len(claimed) < limit:
-            result = self.claim(claim_next, worker_id=worker_id)
+            result = self.claim(claim_next, worker_id=worker_id, token=token)
             if result.status == "none":
                 break
             claimed.append(result)
@@ -149,8 +153,8 @@ class FakeStore:
     def lanes_without_handler(self, handled):
         return ["orphan-lane"]
 
-    def release_orphans(self, worker_id, known):
-        self.orphans_released.append(tuple(known))
+    def release_lost_claims(self, worker_id, tokens):
+        self.orphans_released.append(tuple(tokens))
         return [], []
 
     def workers_on_host(self, host):
@@ -254,7 +258,7 @@ def test_a_failed_claim_releases_orphaned_claims_before_claiming_again():
     with pytest.raises(OperationalError):
         worker.run_once()
     assert worker._retrying(worker.run_once) == 1
-    assert store.orphans_released == [()]
+    assert len(store.orphans_released) == 1, "the failed claim's token prefix is released"
     assert "a" in store.settled
 
 
@@ -397,11 +401,11 @@ def test_recovery_logs_a_deferred_claim_once_until_it_is_reconciled(caplog):
 
 def test_orphans_whose_queue_is_held_are_released_on_a_later_step():
     store = FakeStore()
-    answers = [([], ["a"]), (["a"], [])]
-    store.release_orphans = lambda worker_id, known: answers.pop(0)
+    answers = [([], [("a", "tok")]), (["a"], [])]
+    store.release_lost_claims = lambda worker_id, tokens: answers.pop(0)
     worker = make_worker(store, {"l": print})
-    worker._claim_failed = True
-    worker._release_orphans()
-    assert worker._claim_failed, "tried again on the next step"
-    worker._release_orphans()
-    assert not worker._claim_failed and not answers
+    worker._lost_claims = {"tok"}
+    worker._release_lost_claims()
+    assert worker._lost_claims == {"tok"}, "tried again on the next step"
+    worker._release_lost_claims()
+    assert not worker._lost_claims and not answers
