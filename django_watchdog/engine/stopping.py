@@ -64,11 +64,21 @@ def _relay(read_fd: int, worker: WatchdogWorker) -> None:
 
 
 def _stop(worker: WatchdogWorker, signum: signal.Signals) -> None:
+    """Act on the signal first, then say so: a message that cannot be written (stderr a
+    closed pipe) must not stop the signal from stopping the worker."""
     if worker.stop_requested:
-        os.write(2, b"second signal: exiting at once\n")
+        _say(b"second signal: exiting at once\n")
         os._exit(128 + signum)
-    os.write(2, f"{signum.name}: finishing running jobs\n".encode())
     worker.request_stop()
     # Safe here (a thread, not a signal handler): stop claiming, wake the main loop, and
     # end a backoff it is sleeping through (an outage, a SQLite write lock held elsewhere).
     worker.stop()
+    _say(f"{signum.name}: finishing running jobs\n".encode())
+
+
+def _say(message: bytes) -> None:
+    """Write to stderr if it can be written to; never raise."""
+    try:
+        os.write(2, message)
+    except OSError:  # noqa: S110 - a closed or full stderr loses the message, nothing else
+        pass
