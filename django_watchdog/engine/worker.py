@@ -221,6 +221,8 @@ class WatchdogWorker:
             self._retrying(self.enforce_timeouts)
         if self._batches:
             self._retrying(self._flush_all_batches)
+        if self._lost_claims:  # else they would wait for recovery, spending its budget
+            self._retrying(self._release_lost_claims)
         with self._running_lock:
             self.abandoned = sorted(self._running)
         if self.abandoned:

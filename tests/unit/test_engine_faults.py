@@ -4,6 +4,7 @@ housekeeping step, a lost claim acknowledgement, a stop requested mid-job (SPEC 
 import threading
 import time
 
+import pytest
 from django.db import DataError, OperationalError
 
 from django_watchdog.domain.states import Outcome
@@ -254,3 +255,14 @@ def test_no_chained_batch_claim_after_a_stop_is_requested_during_the_batch():
     assert ran == ["a"]
     assert [job.job_id for job in store.queue] == ["b"]
     assert store.batches[-1][2] == 0, "the last write claimed nothing"
+
+
+def test_a_claim_lost_just_before_stopping_is_released_on_the_way_out():
+    store = FakeStore([fake_job("a")])
+    worker = make_worker(store, {"l": print})
+    store.fail_next_claim = True
+    with pytest.raises(OperationalError):
+        worker.run_once()
+    worker.stop()
+    worker.shutdown()
+    assert len(store.orphans_released) == 1, "released before deregistering"
