@@ -48,6 +48,7 @@ def test_a_lost_claim_is_released_and_run_while_another_job_keeps_the_worker_bus
         concurrency=2, worker_id="w-lost", heartbeat_interval=0.5, poll_interval=0.05
     )
     worker = WatchdogWorker(options, handlers={"x-lost": handle}, store=store)
+
     def serve():
         try:
             worker.run()
