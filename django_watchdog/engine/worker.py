@@ -51,6 +51,8 @@ Handler = Callable[[RunningJob], Any]
 Written = TypeVar("Written")
 
 SETTLE_REJECTIONS = 3
+#: Longest a stopping worker waits for its heartbeat thread to close its connection.
+HEARTBEAT_JOIN = 5.0
 #: A write the database refused for its data: the outcome is replaced by a storable one.
 UNSTORABLE = (DataError, UnicodeError, RecursionError, OverflowError)
 
@@ -236,6 +238,11 @@ class WatchdogWorker:
         self._job_threads.stop()
         if self._waker is not None:
             self._waker.stop()
+        if self._heart is not None:
+            # Woken, its loop sees the stop and closes its connection: none is left open
+            # when the process exits (on PostgreSQL, a ResourceWarning and a server session).
+            self._beat_now.set()
+            self._heart.join(timeout=HEARTBEAT_JOIN)
         try:
             self.store.deregister(self.worker_id)
         except DatabaseError as error:
