@@ -1108,7 +1108,7 @@ class WatchdogWorker:
             self._lost_claims.difference_update(tokens)
             self._lost_claims.update(token for _, token in deferred)  # queue busy: next step
         for job_id, _ in deferred:
-            self._log_deferred("release_lost_claim", job_id)
+            self._log_deferred("release_orphan", job_id)
         for job_id in released:
             events.log(
                 logging.WARNING,

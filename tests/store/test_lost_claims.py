@@ -24,11 +24,11 @@ def test_only_the_jobs_of_the_lost_claims_token_prefix_are_released() -> None:
     assert lost.claim_token == "ab_c.1"
 
     assert claims.lost_claims("default", "w1", ["ab_c"]) == [("lost", "ab_c.1")]
-    assert store.release_lost_claims("w1", ["ab_c"]) == ["lost"]
+    assert store.release_lost_claims("w1", ["ab_c"]) == (["lost"], [])
     assert [wd.get_job(n).state for n in ("lost", "known", "other")] == [
         "queued",
         "running",
         "running",
     ]
     assert wd.get_job("lost").attempts == 0 and wd.queue_head("q-lost").state == "queued"
-    assert store.release_lost_claims("w1", ["ab_c"]) == [], "released once"
+    assert store.release_lost_claims("w1", ["ab_c"]) == ([], []), "released once"
