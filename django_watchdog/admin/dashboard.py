@@ -22,7 +22,8 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from ..ops import activity
-from ..ops.activity import Activity, Bucket, LaneActivity, LiveWorker
+from ..ops.activity import Activity, Bucket, LaneActivity
+from ..ops.workers import WorkerRow as LiveWorker
 from . import charts, display
 from .charts import Meter
 

@@ -26,10 +26,8 @@ from django.db.models import Count, Max, Min, QuerySet
 from django.db.models.functions import TruncHour, TruncMinute
 from django.db.models.functions.datetime import TruncBase
 
-from ..conf import setting
 from ..domain.states import PENDING_STATES, Outcome, State
-from ..engine import liveness
-from ..store import vendor
+from .workers import WorkerRow, registered
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -72,18 +70,6 @@ class LaneActivity:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LiveWorker:
-    worker_id: str
-    host: str
-    pid: int
-    lanes: list[str]
-    exclude_lanes: list[str]
-    concurrency: int
-    running: int
-    heartbeat_age_s: float
-
-
-@dataclass(frozen=True, kw_only=True)
 class Activity:
     """A snapshot for the dashboard, read at ``at``; ``hour`` and ``day`` sum all lanes."""
 
@@ -91,7 +77,7 @@ class Activity:
     hour: list[Bucket]
     day: list[Bucket]
     lanes: list[LaneActivity]
-    workers: list[LiveWorker]
+    workers: list[WorkerRow]
     live_workers: int
     scan_cut: bool
     scanned_from_id: int
@@ -122,7 +108,7 @@ def collect(using: str, *, now: datetime) -> Activity:
     hour = _settled_by_lane(recent, since=hour_start, trunc=TruncMinute("settled_at", tzinfo=UTC))
     day = _settled_by_lane(recent, since=day_start, trunc=TruncHour("settled_at", tzinfo=UTC))
     backlog, oldest = _backlog_by_lane(jobs)
-    workers = _live_workers(using, jobs, now=now)
+    workers = _live_workers(using)
     lanes = [
         LaneActivity(
             lane=lane,
@@ -134,7 +120,7 @@ def collect(using: str, *, now: datetime) -> Activity:
             oldest_ready_age_s=(
                 None if lane not in oldest else max(0.0, (now - oldest[lane]).total_seconds())
             ),
-            live_workers=sum(1 for w in workers if serves(w, lane)),
+            live_workers=sum(1 for w in workers if w.serves(lane)),
         )
         for lane in sorted(set(hour) | set(day) | set(backlog))
     ]
@@ -194,45 +180,10 @@ def _backlog_by_lane(
     return backlog, oldest
 
 
-def _live_workers(using: str, jobs: QuerySet[Job], *, now: datetime) -> list[LiveWorker]:
-    """The live workers (``liveness.alive``: this host's by their process, others by a
-    heartbeat within ``WORKER_TIMEOUT`` on the database's clock), the busiest first."""
-    from ..models import Worker
-
-    timeout = float(setting("WORKER_TIMEOUT"))
-    registered = Worker.objects.using(using).annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
-    live = [
-        w
-        for w in registered.order_by("worker_id")
-        if liveness.alive(w.host, w.pid, w.started_at, silent_s=w.silent_s, timeout=timeout)
-    ]
-    running_by = dict(
-        jobs.filter(state=State.RUNNING)
-        .values("claimed_by")
-        .annotate(n=Count("pk"))
-        .values_list("claimed_by", "n")
-    )
-    workers = [
-        LiveWorker(
-            worker_id=w.worker_id,
-            host=w.host,
-            pid=w.pid,
-            lanes=list(w.lanes or []),
-            exclude_lanes=list(w.exclude_lanes or []),
-            concurrency=w.concurrency,
-            running=running_by.get(w.worker_id, 0),
-            heartbeat_age_s=max(0.0, w.silent_s),
-        )
-        for w in live
-    ]
-    return sorted(workers, key=lambda w: (-w.running, w.worker_id))
-
-
-def serves(worker: LiveWorker, lane: str) -> bool:
-    """Whether ``worker`` claims from ``lane`` (all lanes unless it names some)."""
-    if lane in worker.exclude_lanes:
-        return False
-    return not worker.lanes or lane in worker.lanes
+def _live_workers(using: str) -> list[WorkerRow]:
+    """The live workers, the busiest first."""
+    live = [w for w in registered(using) if w.alive]
+    return sorted(live, key=lambda w: (-w.running, w.worker_id))
 
 
 def _floor(moment: datetime, step: timedelta) -> datetime:

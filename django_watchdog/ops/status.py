@@ -14,12 +14,11 @@ from typing import Any
 from django.db import connections
 from django.db.models import Count, Min, Q
 
-from ..conf import seconds
 from ..domain.states import PENDING_STATES, State
-from ..engine import liveness
 from ..engine.housekeeping import retention
-from ..store import estimates, vendor
+from ..store import estimates
 from .tables import ago, table
+from .workers import WorkerRow, registered
 
 SETTLED_COUNT_CAP = 100_000
 #: Queues listed by name (the busiest first); the rest are only counted.
@@ -41,19 +40,6 @@ class QueueRow:
     queue: str
     queued: int
     running: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkerRow:
-    worker_id: str
-    host: str
-    pid: int
-    lanes: list[str]
-    exclude_lanes: list[str]
-    concurrency: int
-    running: int
-    heartbeat_age_s: float
-    alive: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +77,7 @@ class Status:
 
 def collect(using: str, *, now: datetime) -> Status:
     """Read the snapshot with a handful of bounded queries."""
-    from ..models import Job, Worker
+    from ..models import Job
 
     jobs = Job.objects.using(using).order_by()
     pending = jobs.filter(state__in=PENDING_STATES)
@@ -111,33 +97,7 @@ def collect(using: str, *, now: datetime) -> Status:
     settled, exact = _settled_count(jobs.filter(state=State.SETTLED))
     counts[State.SETTLED.value] = settled
 
-    timeout = seconds("WORKER_TIMEOUT")
-    running_by = dict(
-        jobs.filter(state=State.RUNNING)
-        .values("claimed_by")
-        .annotate(n=Count("pk"))
-        .values_list("claimed_by", "n")
-    )
-    # Heartbeats are stamped with the database's clock: their age is read on it too.
-    registered = (
-        Worker.objects.using(using)
-        .order_by("worker_id")
-        .annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
-    )
-    workers = [
-        WorkerRow(
-            worker_id=w.worker_id,
-            host=w.host,
-            pid=w.pid,
-            lanes=list(w.lanes or []),
-            exclude_lanes=list(w.exclude_lanes or []),
-            concurrency=w.concurrency,
-            running=running_by.get(w.worker_id, 0),
-            heartbeat_age_s=max(0.0, w.silent_s),
-            alive=liveness.alive(w.host, w.pid, w.started_at, silent_s=w.silent_s, timeout=timeout),
-        )
-        for w in registered
-    ]
+    workers = registered(using)
     queue_rows = (
         pending.values("queue")
         .annotate(
@@ -161,7 +121,7 @@ def collect(using: str, *, now: datetime) -> Status:
                 running=values.get(State.RUNNING.value, 0),
                 ready=values.get("ready", 0),
                 oldest_ready_age_s=_age(now, values.get("first")),
-                workers=[w.worker_id for w in workers if w.alive and _serves(w, lane)],
+                workers=[w.worker_id for w in workers if w.alive and w.serves(lane)],
             )
             for lane, values in sorted(lanes.items())
         ],
@@ -212,12 +172,6 @@ def _schedules(using: str, now: datetime) -> list[ScheduleRow]:
 
 def _age(now: datetime, moment: datetime | None) -> float | None:
     return None if moment is None else max(0.0, (now - moment).total_seconds())
-
-
-def _serves(worker: WorkerRow, lane: str) -> bool:
-    if lane in worker.exclude_lanes:
-        return False
-    return not worker.lanes or lane in worker.lanes
 
 
 def render(status: Status) -> str:
