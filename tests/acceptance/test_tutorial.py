@@ -1,14 +1,16 @@
-"""The tutorial, followed the way a reader does, in a fresh project: its code is what runs.
+"""The tutorial and the django.tasks how-to, followed the way a reader does, in a fresh
+project: the code the pages show is what runs.
 
-Every file, command and shell session comes from ``docs/tutorial.md`` (``tutorial_page``):
-the project is made with ``django-admin startproject`` and ``manage.py startapp``, the page's
+Every file, command and shell session comes from the page itself (``docs_page``): the
+project is made with ``django-admin startproject`` and ``manage.py startapp``, the page's
 files are written into it, its ``manage.py`` commands run as shown (the web server on a free
 port, the worker as a real subprocess) and what the page says the reader sees is checked:
 the worker's banner, the view's answers, the jobs' outcomes and results, the admin, the
-shell sessions of steps 8 and 9 (as doctests), and the timeout of step 9. Editing the page
-changes what this test runs; a block or command the test does not act on fails it.
+tutorial's shell sessions of steps 8 and 9 (as doctests), and the timeout of step 9.
+Editing a page changes what this test runs; a block or command the test does not act on
+fails it.
 
-Departures from the page, each to keep the test short: step 9's ``timeout=60`` runs as
+Departures from the tutorial, each to keep the test short: step 9's ``timeout=60`` runs as
 ``timeout=1`` and its worker with ``--burst``; ``createsuperuser`` takes its answers from
 the environment; ``runserver`` listens on a free port without the autoreloader.
 """
@@ -32,10 +34,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import django
 import pytest
 
 from tests.acceptance.conftest import ROOT, wait_until
-from tests.acceptance.tutorial_page import Command, Doctest, FileBlock, TutorialPage
+from tests.acceptance.docs_page import DOCS, Command, DocsPage, FileBlock, Snippet
 
 pytestmark = [
     pytest.mark.acceptance,
@@ -79,7 +82,7 @@ class Project:
 
     def argv(self, command: str) -> list[str]:
         """A command as the page shows it, run with this interpreter."""
-        words = shlex.split(command)
+        words = shlex.split(command, comments=True)
         if words[0] == "python":
             return [sys.executable, *words[1:]]
         if words[0] == "django-admin":
@@ -174,24 +177,24 @@ def only(commands: list[Command], word: str) -> Command:
 
 
 def test_the_tutorial_runs_as_written(project):
-    page = TutorialPage()
+    page = DocsPage("tutorial.md")
 
     # 1. A project with one app (the venv is this one; the package is the worktree's).
-    commands = page.step(1).take_commands()
+    commands = page.step("1.").take_commands()
     assert [c.command.split()[0] for c in commands[:2]] == ["python", "pip"]
     for command in commands[2:]:
         project.run(command.command)
 
     # 2. Settings: appended to the generated file, so they replace its INSTALLED_APPS and
     # DATABASES. `manage.py check` finds nothing to warn about (no W001-W003).
-    for block in page.step(2).take_files():
+    for block in page.step("2.").take_files():
         project.write(block)
     assert project.run("python manage.py check").strip() == (
         "System check identified no issues (0 silenced)."
     )
 
     # 3. The model, its migration, and watchdog's tables.
-    step = page.step(3)
+    step = page.step("3.")
     for block in step.take_files():
         project.write(block)
     for command in step.take_commands():
@@ -201,12 +204,12 @@ def test_the_tutorial_runs_as_written(project):
     assert {row["name"] for row in tables if row["name"].startswith("watchdog_")} == named
 
     # 4-5. The view, its URL, the handler.
-    for number in (4, 5):
+    for number in ("4.", "5."):
         for block in page.step(number).take_files():
             project.write(block)
 
     # 6. Run it: the web server, a worker, two reports.
-    commands = page.step(6).take_commands()
+    commands = page.step("6.").take_commands()
     createsuperuser = only(commands, "createsuperuser")
     project.run(
         createsuperuser.command,
@@ -250,13 +253,13 @@ def test_the_tutorial_runs_as_written(project):
     _admin_pages_show(address, ["report:1", "report:2"])
 
     # 8 and 9. The shell sessions, as doctests in the project (one shell, kept open).
-    sessions = page.step(8).take_doctests() + page.step(9).take_doctests()
+    sessions = page.step("8.").take_doctests() + page.step("9.").take_doctests()
     assert len(sessions) == 2
     _run_doctests(project, sessions)
 
     # 9. The new decorator; a restarted worker runs `b` first (step 8), and each run
     # outlasts its timeout: the report says "stopped", the job settles failed.
-    step = page.step(9)
+    step = page.step("9.")
     (jobs_py,) = step.take_files()
     project.write(jobs_py, replace=("timeout=60,", "timeout=1,"))
     project.run("python manage.py watchdog_worker", "--burst")
@@ -265,13 +268,88 @@ def test_the_tutorial_runs_as_written(project):
     first, second = project.job("b"), project.job("a")
     for job in (first, second):
         assert (job["outcome"], job["failure_reason"]) == ("failed", reason)
-    assert _time(first["settled_at"]) <= _time(second["started_at"])
+    assert _time(first["started_at"]) < _time(second["started_at"])
     assert project.report(1) == ("stopped", 500)
     assert project.report(2) == ("stopped", 500)
     delayed = project.rows("SELECT state FROM watchdog_job WHERE job_id LIKE 'report:1:rerun:%'")
     assert [row["state"] for row in delayed] == ["queued"]
 
     assert page.untaken() == []
+
+
+# Reads a task's result back through Django's API, as the page's `get_result` line does.
+_TASK_RESULT = """
+import json
+from myapp.tasks import send_receipt
+result = send_receipt.get_result({job_id!r})
+print(json.dumps([result.status, result.return_value, result.task.queue_name]))
+"""
+# What the page's test code has from the test around it: the deferred task's result.
+_DEFERRED = """
+from datetime import timedelta
+from django.utils import timezone
+from myapp.tasks import send_receipt
+result = send_receipt.get_result({job_id!r})
+"""
+
+
+@pytest.mark.skipif(django.VERSION < (6, 0), reason="django.tasks is new in Django 6.0")
+def test_the_django_tasks_how_to_runs_as_written(project):
+    """docs/how-to/django-tasks.md: the settings, the task module and the shell code the page
+    shows, in a project made as the tutorial makes one (its app named ``myapp``, as the page
+    names it); a worker as shown runs the task, and the deferred one waits."""
+    page = DocsPage("how-to/django-tasks.md")
+    project.run("django-admin startproject mysite .")
+    project.run("python manage.py startapp myapp")
+    settings = project.directory / "mysite" / "settings.py"
+    # The page's `INSTALLED_APPS = [..., "django_watchdog"]`, and the reader's own app.
+    settings.write_text(settings.read_text() + '\nINSTALLED_APPS += ["django_watchdog", "myapp"]\n')
+    configure = page.step("Configure")
+    for block in configure.take_files():
+        project.write(block)
+    assert "Run `python manage.py migrate`" in configure.text
+    project.run("python manage.py migrate")
+    every_lane, emails_only = configure.take_commands()
+    assert shlex.split(every_lane.command, comments=True)[2:] == ["watchdog_worker"]
+    assert shlex.split(emails_only.command, comments=True)[3:] == ["--lane", "emails"]
+
+    _run_shell(project, configure.take_shells())
+    (job,) = project.rows("SELECT * FROM watchdog_job")
+    assert (job["lane"], job["priority"], job["state"]) == ("emails", 10, "queued")
+    project.run(emails_only.command, "--burst")
+    job = project.job(job["job_id"])
+    assert (job["state"], job["outcome"], json.loads(job["result"])) == (
+        "settled",
+        "completed",
+        "sent",
+    )
+    read_back = _TASK_RESULT.format(job_id=job["job_id"])
+    shown = json.loads(project.run("python manage.py shell -c", read_back).splitlines()[-1])
+    assert shown == ["SUCCESSFUL", "sent", "emails"]
+
+    # Defer: a burst worker does not wait for the deferred task; the page's test code
+    # (its asserts) then claims it by moving the clock.
+    defer, in_a_test = page.step("Defer a task").take_shells()
+    _run_shell(project, [defer])
+    (deferred,) = project.rows("SELECT * FROM watchdog_job WHERE job_id != ?", job["job_id"])
+    assert deferred["run_after"] is not None
+    project.run(every_lane.command, "--burst")
+    assert project.job(deferred["job_id"])["state"] == "queued"
+    _run_shell(project, [in_a_test], before=_DEFERRED.format(job_id=deferred["job_id"]))
+    assert project.job(deferred["job_id"])["state"] == "running"
+
+    assert page.untaken() == []
+
+
+def _run_shell(project: Project, snippets: list[Snippet], *, before: str = "") -> None:
+    """Run the page's code in one ``manage.py shell`` (after ``before``), each block
+    reported at its page line."""
+    assert snippets, "the page shows no shell code here"
+    code = before + "\n".join(
+        f"exec(compile({chr(10) * (s.line - 1) + s.code!r}, {str(DOCS / s.page)!r}, 'exec'))"
+        for s in snippets
+    )
+    project.run("python manage.py shell -c", code)
 
 
 def _banner(project: Project, lines: int) -> list[str] | None:
@@ -317,7 +395,7 @@ def _admin_pages_show(address: str, job_ids: list[str]) -> None:
             assert response.status == 200
 
 
-def _run_doctests(project: Project, sessions: list[Doctest]) -> None:
+def _run_doctests(project: Project, sessions: list[Snippet]) -> None:
     blocks = project.directory.parent / "doctests.json"
     blocks.write_text(json.dumps([[session.line, session.code] for session in sessions]))
     result = subprocess.run(  # noqa: S603 - the page's own shell sessions

@@ -1,6 +1,7 @@
-"""What ``docs/tutorial.md`` tells the reader to write and run, read from the page itself.
+"""What a docs page tells the reader to write and run, read from the page itself.
 
-The page is split at its ``## N.`` headings into steps. In each step:
+The page (``docs/tutorial.md``, ``docs/how-to/django-tasks.md``) is split at its ``##``
+headings into steps. In each step:
 
 - a fenced ``python`` block preceded by ``<!-- tutorial-file: PATH -->`` is the whole content
   of ``PATH`` (relative to the project directory); with ``<!-- tutorial-file: PATH append -->``
@@ -8,7 +9,9 @@ The page is split at its ``## N.`` headings into steps. In each step:
 - each ``$ `` line of a ``console`` block is a command, with the lines after it (up to the
   next command) as the output the page shows;
 - a ``pycon`` block preceded by ``<!-- docs-test: tutorial -->`` is a doctest the reader types
-  into ``python manage.py shell``.
+  into ``python manage.py shell``;
+- a ``python`` block preceded by ``<!-- tutorial-shell -->`` is code the reader runs in
+  ``python manage.py shell``; its ``assert`` statements are its checks.
 
 A step hands out each of these once (``take_*``); ``untaken()`` lists what no one took, so
 the test that follows the page notices a block or command it does not yet act on.
@@ -20,15 +23,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
-_STEP = re.compile(r"^## (\d+)\. ", re.M)
+_STEP = re.compile(r"^## (.+)$", re.M)
 _FILE = re.compile(
     r"<!-- tutorial-file: (?P<path>\S+)(?P<append> append)? -->\n```python\n(?P<code>.*?)\n```",
     re.S,
 )
 _CONSOLE = re.compile(r"```console\n(?P<body>.*?)\n```", re.S)
 _DOCTEST = re.compile(r"<!-- docs-test: tutorial -->\n```pycon\n(?P<code>.*?)\n```", re.S)
+_SHELL = re.compile(r"<!-- tutorial-shell -->\n```python\n(?P<code>.*?)\n```", re.S)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,18 +51,22 @@ class Command:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Doctest:
+class Snippet:
+    """A doctest or shell code, and the page and line its code starts on."""
+
     code: str
+    page: str
     line: int
 
 
 @dataclass(kw_only=True)
 class Step:
-    number: int
+    title: str
     text: str
     files: list[FileBlock] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
-    doctests: list[Doctest] = field(default_factory=list)
+    doctests: list[Snippet] = field(default_factory=list)
+    shells: list[Snippet] = field(default_factory=list)
 
     def take_files(self) -> list[FileBlock]:
         taken, self.files = self.files, []
@@ -68,30 +76,33 @@ class Step:
         taken, self.commands = self.commands, []
         return taken
 
-    def take_doctests(self) -> list[Doctest]:
+    def take_doctests(self) -> list[Snippet]:
         taken, self.doctests = self.doctests, []
         return taken
 
+    def take_shells(self) -> list[Snippet]:
+        taken, self.shells = self.shells, []
+        return taken
 
-class TutorialPage:
-    """The tutorial's steps, each with the files, commands and doctests it shows."""
 
-    def __init__(self, path: Path = PAGE) -> None:
-        self.path = path
-        self.text = path.read_text()
-        starts = [(int(m[1]), m.start()) for m in _STEP.finditer(self.text)]
+class DocsPage:
+    """A page's steps (``##`` sections), each with the files, commands and code it shows."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.text = (DOCS / name).read_text()
+        starts = [(m[1], m.start()) for m in _STEP.finditer(self.text)]
         ends = [start for _, start in starts[1:]] + [len(self.text)]
-        self.steps = {
-            number: self._step(number, start, end)
-            for (number, start), end in zip(starts, ends, strict=True)
-        }
+        self.steps = [
+            self._step(title, start, end) for (title, start), end in zip(starts, ends, strict=True)
+        ]
 
     def _line(self, offset: int) -> int:
         return self.text.count("\n", 0, offset) + 1
 
-    def _step(self, number: int, start: int, end: int) -> Step:
+    def _step(self, title: str, start: int, end: int) -> Step:
         text = self.text[start:end]
-        step = Step(number=number, text=text)
+        step = Step(title=title, text=text)
         for match in _FILE.finditer(text):
             step.files.append(
                 FileBlock(
@@ -113,20 +124,23 @@ class TutorialPage:
                 Command(command=command, output=tuple(output), line=line)
                 for command, line, output in shown
             ]
-        for match in _DOCTEST.finditer(text):
-            step.doctests.append(
-                Doctest(code=match["code"] + "\n", line=self._line(start + match.start("code")))
-            )
+        for pattern, found in ((_DOCTEST, step.doctests), (_SHELL, step.shells)):
+            for match in pattern.finditer(text):
+                line = self._line(start + match.start("code"))
+                found.append(Snippet(code=match["code"] + "\n", page=self.name, line=line))
         return step
 
-    def step(self, number: int) -> Step:
-        return self.steps[number]
+    def step(self, title_start: str) -> Step:
+        """The one step whose heading starts with ``title_start`` (``"6."``, ``"Configure"``)."""
+        (found,) = [step for step in self.steps if step.title.startswith(title_start)]
+        return found
 
     def untaken(self) -> list[str]:
         """Blocks and commands of the page that no step of the test acted on."""
         left: list[str] = []
-        for step in self.steps.values():
+        for step in self.steps:
             left += [f"line {f.line}: file {f.path}" for f in step.files]
             left += [f"line {c.line}: $ {c.command}" for c in step.commands]
             left += [f"line {d.line}: doctest" for d in step.doctests]
+            left += [f"line {s.line}: shell code" for s in step.shells]
         return left
