@@ -30,9 +30,10 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import django
 import pytest
@@ -79,6 +80,7 @@ class Project:
         # The package under test, not whatever copy the venv has installed.
         self.env.update(PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
         self.started: list[subprocess.Popen[bytes]] = []
+        self.logs: list[IO[str]] = []
 
     def argv(self, command: str) -> list[str]:
         """A command as the page shows it, run with this interpreter."""
@@ -87,7 +89,7 @@ class Project:
             return [sys.executable, *words[1:]]
         if words[0] == "django-admin":
             return [sys.executable, "-m", "django", *words[1:]]
-        raise AssertionError(f"the tutorial shows a command this test does not run: {command}")
+        raise AssertionError(f"the page shows a command this test does not run: {command}")
 
     def run(self, command: str, *extra: str, env: dict[str, str] | None = None) -> str:
         result = subprocess.run(  # noqa: S603 - the page's own commands
@@ -103,12 +105,17 @@ class Project:
         return result.stdout + result.stderr
 
     def start(self, command: str, *extra: str, log: str) -> subprocess.Popen[bytes]:
+        out, err = (
+            (self.directory / f"{log}.out").open("w"),
+            (self.directory / f"{log}.err").open("w"),
+        )
+        self.logs += [out, err]
         process = subprocess.Popen(  # noqa: S603 - the page's own commands
             [*self.argv(command), *extra],
             cwd=self.directory,
             env=self.env,
-            stdout=(self.directory / f"{log}.out").open("w"),
-            stderr=(self.directory / f"{log}.err").open("w"),
+            stdout=out,
+            stderr=err,
         )
         self.started.append(process)
         return process
@@ -126,7 +133,7 @@ class Project:
         path.write_text((path.read_text() + "\n" + code) if block.append else code)
 
     def rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
-        with sqlite3.connect(self.directory / "db.sqlite3", timeout=20) as db:
+        with closing(sqlite3.connect(self.directory / "db.sqlite3", timeout=20)) as db:
             db.row_factory = sqlite3.Row
             return db.execute(sql, args).fetchall()
 
@@ -143,6 +150,8 @@ class Project:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+        for log in self.logs:
+            log.close()
 
 
 @pytest.fixture
