@@ -1002,6 +1002,18 @@ class WatchdogWorker:
                     retry_in_s=wait,
                 )
                 self.store.release_connection()
+            except Exception as error:  # noqa: BLE001 - a bug must not end liveness for good
+                # Without beats, other hosts would recover this live worker's jobs.
+                self.gate.failed()
+                wait = min(backoff.failed(), period)
+                events.log(
+                    logging.ERROR,
+                    "heartbeat_failed",
+                    worker=self.worker_id,
+                    error=repr(error),
+                    retry_in_s=wait,
+                )
+                logging.getLogger("django_watchdog.worker").exception("heartbeat failed")
             self._beat_now.wait(wait)
             self._beat_now.clear()
         self.store.release_connection()

@@ -266,3 +266,28 @@ def test_a_claim_lost_just_before_stopping_is_released_on_the_way_out():
     worker.stop()
     worker.shutdown()
     assert len(store.orphans_released) == 1, "released before deregistering"
+
+
+class FlakyHeartbeatStore(FakeStore):
+    """A heartbeat that fails once with something other than a database error."""
+
+    def heartbeat(self, worker_id):
+        if not getattr(self, "failed_once", False):
+            self.failed_once = True
+            raise RuntimeError("a bug somewhere under the heartbeat")
+        return super().heartbeat(worker_id)
+
+
+def test_the_heartbeat_thread_survives_an_error_that_is_not_the_databases():
+    store = FlakyHeartbeatStore([])
+    worker = make_worker(store, {}, heartbeat_interval=0.01, worker_timeout=1.0)
+    beats = len(store.heartbeats)
+    heart = threading.Thread(target=worker._heartbeat_loop, daemon=True)
+    heart.start()
+    try:
+        wait_for(lambda: len(store.heartbeats) >= beats + 2, message="beats after the error")
+    finally:
+        worker.stop()
+        heart.join(timeout=10)
+    assert store.failed_once
+    assert not heart.is_alive()
