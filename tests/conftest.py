@@ -2,6 +2,9 @@ import pytest
 
 from django_watchdog import handlers
 
+# The plugin users enable to get the ``watchdog_jobs`` fixture (tests/glue/test_testing_*.py).
+pytest_plugins = ["django_watchdog.testing.pytest"]
+
 
 @pytest.fixture
 def clean_handlers():

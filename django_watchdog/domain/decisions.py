@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import re
 import traceback as tb
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import OutcomeUnknown
+from .retries import RetryPolicy
 from .states import Outcome
 from .validation import REASON_MAX
 from .values import Decision
@@ -72,6 +75,30 @@ def from_exception(error: BaseException) -> Decision:
     if isinstance(error, OutcomeUnknown):
         return Decision(outcome=Outcome.OUTCOME_UNKNOWN, traceback=text)
     return Decision.failed(failure_reason(error), traceback=text)
+
+
+def after_failure(
+    error: BaseException,
+    *,
+    policy: RetryPolicy | None,
+    attempts: int,
+    cancel_requested: bool,
+    now: datetime,
+) -> Decision:
+    """The decision for a run that raised ``error`` after ``attempts`` runs in all.
+
+    A ``failed`` run that ``policy`` retries (and whose job has no cancellation) gets a
+    ``retry_at`` after the policy's backoff from ``now``; anything else is final.
+    """
+    decision = from_exception(error)
+    if (
+        decision.outcome != Outcome.FAILED
+        or policy is None
+        or cancel_requested
+        or not policy.retries(error, attempts)
+    ):
+        return decision
+    return replace(decision, retry_at=now + timedelta(seconds=policy.delay(attempts)))
 
 
 def formatted(error: BaseException) -> str:

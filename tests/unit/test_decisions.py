@@ -159,3 +159,31 @@ def test_an_exception_whose_str_raises_still_fails_with_a_reason() -> None:
 def test_an_escaped_reason_is_still_cut_to_200_characters() -> None:
     decision = decisions.from_exception(_raised(ValueError("\x00" * 300)))
     assert decision.failure_reason is not None and len(decision.failure_reason) == 200
+
+
+def test_after_failure_retries_with_the_policys_backoff_until_its_attempts_are_spent() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from django_watchdog import RetryPolicy
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    policy = RetryPolicy(max_attempts=2, backoff=30, jitter=0)
+    error = _raised(ConnectionError("down"))
+    first = decisions.after_failure(
+        error, policy=policy, attempts=1, cancel_requested=False, now=now
+    )
+    assert (first.outcome, first.retry_at) == (Outcome.FAILED, now + timedelta(seconds=30))
+    assert first.failure_reason == "ConnectionError: down"
+    for attempts, cancel_requested, chosen in [
+        (2, False, policy),
+        (1, True, policy),
+        (1, False, None),
+    ]:
+        final = decisions.after_failure(
+            error, policy=chosen, attempts=attempts, cancel_requested=cancel_requested, now=now
+        )
+        assert (final.outcome, final.retry_at) == (Outcome.FAILED, None)
+    unknown = decisions.after_failure(
+        _raised(OutcomeUnknown("?")), policy=policy, attempts=1, cancel_requested=False, now=now
+    )
+    assert (unknown.outcome, unknown.retry_at) == (Outcome.OUTCOME_UNKNOWN, None)
