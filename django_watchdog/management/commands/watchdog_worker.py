@@ -122,6 +122,14 @@ class Command(BaseCommand):
         using = options["database"]
         if using not in connections:
             raise CommandError(f"--database: {using!r} is not a configured database alias")
+        if connections[using].in_atomic_block:
+            # Its job threads (own connections) would wait forever for this transaction's
+            # locks, or never see its uncommitted jobs.
+            raise CommandError(
+                f"watchdog_worker cannot run inside an open transaction on database {using!r} "
+                "(a django.test.TestCase runs each test in one). In a test, run the jobs "
+                "inline with django_watchdog.testing.run_jobs(), or use TransactionTestCase."
+            )
         self._configure_logging(options["log_level"])
 
         handlers = registered()
