@@ -5,6 +5,11 @@ The names of SPEC §5 are importable from here. The verbs import the models lazi
 """
 
 from .api import (
+    acancel,
+    aenqueue,
+    aenqueue_many,
+    aget_job,
+    aqueue_head,
     cancel,
     enqueue,
     enqueue_many,
@@ -39,6 +44,11 @@ __all__ = [
     "RetryPolicy",
     "SettledRecord",
     "WatchdogError",
+    "acancel",
+    "aenqueue",
+    "aenqueue_many",
+    "aget_job",
+    "aqueue_head",
     "cancel",
     "enqueue",
     "enqueue_many",

@@ -13,6 +13,7 @@ from .domain.errors import InvalidInput
 from .domain.retries import RetryPolicy
 from .domain.states import default_cancellation_id
 from .domain.values import CancelResult, EnqueueResult, LaneFailure, QueueHead, SettledRecord
+from .twins import async_twin
 
 if TYPE_CHECKING:
     from .models import Job
@@ -242,3 +243,11 @@ def purge_queued(queue: str, *, using: str | None = None) -> int:
 
     queue = validation.identifier(queue, "queue")
     return Job.objects.db_manager(_alias(using)).purge_queued(queue)
+
+
+# The async twins (for async views): each runs its sync verb in the connection's thread.
+aenqueue = async_twin(enqueue)
+aenqueue_many = async_twin(enqueue_many)
+acancel = async_twin(cancel)
+aget_job = async_twin(get_job)
+aqueue_head = async_twin(queue_head)

@@ -432,9 +432,7 @@ class JobActions(admin.ModelAdmin):  # type: ignore[type-arg]
         self, request: HttpRequest, queryset: QuerySet[Job], fields: Sequence[str]
     ) -> list[tuple[Any, ...]] | None:
         """The selected jobs' ``fields``; ``None`` (and an error shown) past the limit."""
-        rows = list(
-            queryset.order_by("id").values_list(*fields)[: confirmation.ACTION_LIMIT + 1]
-        )
+        rows = list(queryset.order_by("id").values_list(*fields)[: confirmation.ACTION_LIMIT + 1])
         if len(rows) > confirmation.ACTION_LIMIT:
             self.message_user(
                 request,

@@ -313,4 +313,3 @@ def _progress(job: Job, around: waiting.Surroundings | None, now: Any) -> str:
             "worker": job.claimed_by or display.EMPTY,
         }
     return display.EMPTY
-

@@ -237,16 +237,12 @@ class QueueAdmin(ReadOnlyAdmin):
                     request,
                     [queue],
                     CHANGE,
-                    ngettext(
-                        "Purged %(count)d queued job.", "Purged %(count)d queued jobs.", count
-                    )
+                    ngettext("Purged %(count)d queued job.", "Purged %(count)d queued jobs.", count)
                     % {"count": count},
                 )
         self.message_user(
             request,
-            ngettext(
-                "Purged %(count)d queued job", "Purged %(count)d queued jobs", deleted
-            )
+            ngettext("Purged %(count)d queued job", "Purged %(count)d queued jobs", deleted)
             % {"count": deleted}
             + " "
             + ngettext("from %(count)d queue.", "from %(count)d queues.", len(purged))

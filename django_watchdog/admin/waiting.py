@@ -70,8 +70,9 @@ def surroundings(jobs: Sequence[Job], using: str | None) -> Surroundings | None:
             all_but.append(frozenset(lane for lane in excluded or [] if isinstance(lane, str)))
     running = {
         queue: (job_id, started)
-        for queue, job_id, started in rows.filter(queue__in=queues, state=State.RUNNING)
-        .values_list("queue", "job_id", "started_at")
+        for queue, job_id, started in rows.filter(
+            queue__in=queues, state=State.RUNNING
+        ).values_list("queue", "job_id", "started_at")
     }
     ready: dict[str, list[str]] = {}
     for queue, job_id in rows.filter(queue__in=queues, ready=True).values_list("queue", "job_id"):
@@ -116,8 +117,7 @@ def reason(job: Job, around: Surroundings, now: datetime) -> str:
     if not around.serves(job.lane):
         if job.lane not in handlers.registered():
             return _(
-                "no live worker serves lane %(lane)s, and this project registers no handler "
-                "for it"
+                "no live worker serves lane %(lane)s, and this project registers no handler for it"
             ) % {"lane": job.lane}
         return _("no live worker serves lane %(lane)s (none has a handler for it)") % {
             "lane": job.lane
