@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.db import DatabaseError, DataError, connections, transaction
 from django.utils import timezone
 
@@ -32,6 +32,7 @@ from ..domain.retries import RetryPolicy
 from ..domain.states import Outcome
 from ..domain.values import Decision
 from ..engine.running import RunningJob
+from ..twins import async_twin
 from .runs import JobRun
 
 #: ``claimed_by`` of the jobs the runner claims (a worker that never registers).
@@ -108,9 +109,8 @@ def run_jobs(
 _RAISED = (Outcome.FAILED, Outcome.OUTCOME_UNKNOWN)
 
 
-async def arun_jobs(**options: Any) -> list[JobRun]:
-    """``run_jobs`` for async tests: the same, run in the thread of the database connection."""
-    return await sync_to_async(run_jobs, thread_sensitive=True)(**options)
+#: ``run_jobs`` for async tests, run in the thread that holds the database connection.
+arun_jobs = async_twin(run_jobs)
 
 
 def _served_lanes(lanes: Iterable[str] | None, exclude_lanes: Iterable[str]) -> tuple[str, ...]:
