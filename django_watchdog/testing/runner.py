@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import async_to_sync
 from django.db import DatabaseError, DataError, connections, transaction
@@ -34,6 +34,10 @@ from ..domain.values import Decision
 from ..engine.running import RunningJob
 from ..twins import async_twin
 from .runs import JobRun
+
+if TYPE_CHECKING:
+    from ..models import Job
+    from ..store.manager import JobManager
 
 #: ``claimed_by`` of the jobs the runner claims (a worker that never registers).
 INLINE_WORKER = "inline-test-runner"
@@ -195,12 +199,10 @@ def _retry_policy(running: RunningJob) -> RetryPolicy | None:
         return None  # the worker, too, runs a job whose stored policy is invalid once
 
 
-def _settle(store: Any, running: RunningJob, decision: Decision) -> Any:
+def _settle(store: JobManager, running: RunningJob, decision: Decision) -> Job:
     """Settle ``running`` with its token; the job as it reads afterwards."""
-    from ..models import Job
-
     try:
         store.settle(running.job_id, running.claim_token, decision)
     except UNSTORABLE as error:
         store.settle(running.job_id, running.claim_token, decisions.unstorable(decision, error))
-    return Job.objects.using(store.database).get(job_id=running.job_id)
+    return store.get(job_id=running.job_id)

@@ -69,6 +69,12 @@ class RunJobsInATestCase(TestCase):
         self.assertEqual(unknown.outcome, "outcome_unknown")
         self.assertIsInstance(unknown.exception, OutcomeUnknown)
 
+    def test_a_result_no_database_can_hold_is_dropped_as_a_worker_drops_it(self):
+        enqueue("pdf:1", lane="i-unstorable")
+        (run,) = run_jobs()
+        self.assertEqual((run.outcome, run.result), ("completed", None))
+        self.assertIn("result dropped", run.job.traceback)
+
     def test_raise_errors_reraises_once_the_job_has_settled(self):
         enqueue("mail:1", lane="i-broken")
         with self.assertRaisesMessage(ValueError, "no mail server for mail:1"):

@@ -53,3 +53,9 @@ def duplicate_user(job):
 async def async_welcome(job):
     user = await User.objects.aget(pk=job.payload["user"])
     return f"hello {user.username}"
+
+
+@handler("i-unstorable")
+def unstorable(job):
+    """Return what no database can store as JSON."""
+    return {"pdf": "page 1\x00page 2"}
