@@ -107,8 +107,8 @@ def collect(using: str, *, now: datetime) -> Activity:
     recent = jobs.filter(pk__gte=first_id, state=State.SETTLED)
     hour = _settled_by_lane(recent, since=hour_start, trunc=TruncMinute("settled_at", tzinfo=UTC))
     day = _settled_by_lane(recent, since=day_start, trunc=TruncHour("settled_at", tzinfo=UTC))
-    backlog, oldest = _backlog_by_lane(jobs)
-    workers = _live_workers(using)
+    backlog, oldest = backlog_by_lane(jobs)
+    workers = live_workers(using)
     lanes = [
         LaneActivity(
             lane=lane,
@@ -156,7 +156,7 @@ def _settled_by_lane(recent: QuerySet[Job], *, since: datetime, trunc: TruncBase
     return found
 
 
-def _backlog_by_lane(
+def backlog_by_lane(
     jobs: QuerySet[Job],
 ) -> tuple[dict[str, dict[str, int]], dict[str, datetime]]:
     """Per lane, queued / running / ready counts, and the oldest ready job's enqueue time."""
@@ -180,7 +180,7 @@ def _backlog_by_lane(
     return backlog, oldest
 
 
-def _live_workers(using: str) -> list[WorkerRow]:
+def live_workers(using: str) -> list[WorkerRow]:
     """The live workers, the busiest first."""
     live = [w for w in registered(using) if w.alive]
     return sorted(live, key=lambda w: (-w.running, w.worker_id))
