@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -14,7 +15,7 @@ from ...domain import validation
 from ...domain.errors import InvalidInput
 from ...engine.stopping import stop_on_signals
 from ...engine.worker import WatchdogWorker, WorkerOptions
-from ...handlers import registered
+from ...handlers import HandlerFunction, registered
 from ...store.batches import BATCH_MAX
 from ...store.sessions import configure_worker_connections
 
@@ -91,6 +92,27 @@ class Command(BaseCommand):
             help="Database alias holding the watchdog tables (default 'default').",
         )
         parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=None,
+            metavar="PORT",
+            help=(
+                "Serve this process's Prometheus metrics (handler run times) on PORT "
+                "(0: any free port); needs the prometheus extra."
+            ),
+        )
+        parser.add_argument(
+            "--metrics-address",
+            default="0.0.0.0",  # noqa: S104 - Prometheus scrapes from another host
+            metavar="ADDRESS",
+            help="Address the metrics endpoint listens on (default 0.0.0.0).",
+        )
+        parser.add_argument(
+            "--metrics-database",
+            action="store_true",
+            help="Also serve the database figures (backlog, live workers) on --metrics-port.",
+        )
+        parser.add_argument(
             "--log-level",
             default="INFO",
             choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -133,6 +155,9 @@ class Command(BaseCommand):
         self._configure_logging(options["log_level"])
 
         handlers = registered()
+        metrics_line = None
+        if options["metrics_port"] is not None:
+            handlers, metrics_line = self._serve_metrics(handlers, using, options)
         extra = {"worker_id": worker_id} if worker_id else {}
         worker = WatchdogWorker(
             WorkerOptions(
@@ -155,6 +180,9 @@ class Command(BaseCommand):
                 f"(registered: {', '.join(sorted(handlers)) or 'none'})"
             )
         self._banner(worker, using)
+        if metrics_line:
+            self.stdout.write(metrics_line)
+            self.stdout.flush()
         configure_worker_connections(using)
         with stop_on_signals(worker):
             code = worker.run()
@@ -165,6 +193,30 @@ class Command(BaseCommand):
             os._exit(code)
         if code:
             raise SystemExit(code)
+
+    def _serve_metrics(
+        self, handlers: dict[str, HandlerFunction], using: str, options: dict[str, Any]
+    ) -> tuple[dict[str, HandlerFunction], str]:
+        """Start the metrics endpoint; the handlers to run (measured) and the banner line."""
+        try:
+            port = validation.integer(
+                options["metrics_port"], "--metrics-port", minimum=0, maximum=65535
+            )
+        except InvalidInput as error:
+            raise CommandError(str(error)) from error
+        try:
+            from ...prometheus import worker as worker_metrics
+
+            served = worker_metrics.serve(
+                handlers,
+                port=port,
+                address=options["metrics_address"],
+                using=using,
+                database=options["metrics_database"],
+            )
+        except (ImproperlyConfigured, OSError) as error:
+            raise CommandError(f"--metrics-port: {error}") from error
+        return served.handlers, f"  metrics:     http://{served.address}:{served.port}/metrics"
 
     def _banner(self, worker: WatchdogWorker, using: str) -> None:
         connection = connections[using]
