@@ -1,0 +1,51 @@
+"""The metrics view on a large table: bounded queries, fast however many jobs settled.
+
+Same table as ``test_admin_scale.py`` (``WATCHDOG_ADMIN_SCALE_ROWS``, default 200,000);
+``scripts/admin-timing`` runs both with 1,000,000 rows.
+"""
+
+import os
+import statistics
+import time
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.glue.test_admin_scale import PAGE_BUDGET, QUEUED, ROWS, WHOLE_TABLE_COUNT, generate
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.postgres_only,
+    pytest.mark.urls("tests.metrics_urls"),
+]
+
+
+def test_the_metrics_view_on_a_large_table(client):
+    generated = generate()
+    client.get("/metrics/")  # warm caches
+    seconds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        response = client.get("/metrics/")
+        seconds.append(time.perf_counter() - start)
+        assert response.status_code == 200
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get("/metrics/")
+    queries = [q["sql"] for q in captured.captured_queries]
+    if os.environ.get("WATCHDOG_ADMIN_SCALE_PROFILE"):
+        for q in sorted(captured.captured_queries, key=lambda q: -float(q["time"])):
+            print(f"   {q['time']}s {q['sql'][:400]}")
+    families = {f.name: f for f in text_string_to_metric_families(response.content.decode())}
+    queued = sum(s.value for s in families["watchdog_jobs_queued"].samples)
+    running = sum(s.value for s in families["watchdog_jobs_running"].samples)
+    assert queued + running == QUEUED
+    median = statistics.median(seconds)
+    print(
+        f"\n{ROWS:,} job rows ({QUEUED:,} queued) generated in {generated:.1f}s\n"
+        f"{'metrics view':28} {median * 1000:8.1f} ms  ({len(queries)} queries)"
+    )
+    assert len(queries) == 6
+    assert not [q for q in queries if WHOLE_TABLE_COUNT.search(q)]
+    assert median < PAGE_BUDGET, f"{median:.2f}s"
