@@ -11,6 +11,7 @@ from django.core import checks
 from .conf import DEFAULTS
 from .domain import validation
 from .domain.errors import InvalidInput
+from .pooler import check_pooler
 from .store.batches import BATCH_MAX
 
 #: watchdog's statements use RETURNING (SQLite 3.35) and UPDATE ... FROM (3.33).
@@ -226,3 +227,4 @@ def register() -> None:
     checks.register(check_settings, "django_watchdog")
     checks.register(check_sqlite, "django_watchdog")
     checks.register(check_operations, "django_watchdog")
+    checks.register(check_pooler, "django_watchdog")

@@ -29,12 +29,19 @@ DEFAULTS: dict[str, Any] = {
     # results together with its next claim (manage.py watchdog_worker --batch). 1 claims
     # one job at a time; more means fewer transactions per job, for many short jobs.
     "BATCH": 1,
-    # PostgreSQL: prepare watchdog's own statements once per connection (turn off behind
-    # a pooler that cannot keep prepared statements, e.g. PgBouncer < 1.21 in
-    # transaction mode).
-    "PREPARED_STATEMENTS": True,
+    # PostgreSQL: prepare watchdog's own statements once per connection. None: yes, unless
+    # TRANSACTION_POOLER (PgBouncer before 1.21 cannot keep them in transaction mode).
+    "PREPARED_STATEMENTS": None,
     # PostgreSQL LISTEN/NOTIFY channel that wakes idle workers.
     "NOTIFY_CHANNEL": "django_watchdog",
+    # PostgreSQL reached through a pooler in transaction mode (PgBouncer's
+    # pool_mode = transaction): workers set no session settings, prepare no statements
+    # (unless PREPARED_STATEMENTS is True) and LISTEN only through LISTEN_DATABASE.
+    "TRANSACTION_POOLER": False,
+    # The alias of a direct (unpooled, or session-pooled) connection to the same database,
+    # on which workers LISTEN for wake-ups. None: the worker's own database, unless
+    # TRANSACTION_POOLER (then workers poll every POLL_INTERVAL).
+    "LISTEN_DATABASE": None,
     # PostgreSQL: seconds a worker's own transaction (recovery, due jobs, settles,
     # heartbeats, schedules, retention) waits for a lock another transaction holds; past
     # it that step is skipped and tried again on a later pass (SET LOCAL lock_timeout).
@@ -95,3 +102,25 @@ def age(name: str) -> timedelta | None:
         return validation.age(value, f"WATCHDOG[{name!r}]")
     except InvalidInput as error:
         raise ImproperlyConfigured(str(error)) from error
+
+
+def transaction_pooled() -> bool:
+    """Whether ``WATCHDOG['TRANSACTION_POOLER']`` declares a pooler in transaction mode."""
+    return setting("TRANSACTION_POOLER") is True
+
+
+def prepared_statements() -> bool:
+    """Whether to prepare watchdog's statements: ``PREPARED_STATEMENTS``, or when it is
+    ``None``, unless behind a transaction pooler."""
+    configured = setting("PREPARED_STATEMENTS")
+    if configured is None:
+        return not transaction_pooled()
+    return bool(configured)
+
+
+def listen_alias(using: str) -> str | None:
+    """The alias a worker of ``using`` LISTENs on; ``None``: no LISTEN (it polls)."""
+    configured = setting("LISTEN_DATABASE")
+    if configured is not None:
+        return str(configured)
+    return None if transaction_pooled() else using

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import connections
 from django.db.models import DateTimeField, FloatField, Func, Value
 
-from ..conf import setting
+from ..conf import prepared_statements, setting
 from . import waits
 
 
@@ -73,14 +73,15 @@ def _cursor(using: str) -> Iterator[Any]:
 
     Django's cursor wrapper costs more than a short statement does (on SQLite it rewrites
     ``%s`` placeholders with a regular expression on every call); ours are written once,
-    so they are converted once. On PostgreSQL (unless ``WATCHDOG['PREPARED_STATEMENTS']``
-    is off) the psycopg cursor prepares each named statement once per connection: planning
-    the claim and settle statements costs ~10x their execution. Errors still surface as
+    so they are converted once. On PostgreSQL (unless ``conf.prepared_statements()`` says
+    no: ``PREPARED_STATEMENTS`` off, or behind a transaction pooler) the psycopg cursor
+    prepares each named statement once per connection: planning the claim and settle
+    statements costs ~10x their execution. Errors still surface as
     ``django.db`` exceptions, a transaction marked for rollback still refuses them, and the
     transaction is Django's.
     """
     connection = connections[using]
-    if connection.vendor == "postgresql" and not setting("PREPARED_STATEMENTS"):
+    if connection.vendor == "postgresql" and not prepared_statements():
         with connection.cursor() as cursor:
             yield cursor
         return

@@ -188,3 +188,57 @@ def test_reading_a_bad_id_retention_at_run_time_names_the_setting(value):
     with override_settings(WATCHDOG={"ID_RETENTION": value}):
         with pytest.raises(ImproperlyConfigured, match=r"WATCHDOG\['ID_RETENTION'\]"):
             window()
+
+
+POSTGRES = {"ENGINE": "django.db.backends.postgresql", "NAME": "app", "HOST": "db", "PORT": "5432"}
+POOLED = {**POSTGRES, "PORT": "6432", "DISABLE_SERVER_SIDE_CURSORS": True}
+
+
+def pooler_ids(watchdog, databases):
+    from django_watchdog.pooler import check_pooler
+
+    with override_settings(WATCHDOG=watchdog, DATABASES=databases):
+        return [message.id for message in check_pooler()]
+
+
+@only_reads_databases
+@pytest.mark.parametrize(
+    ("watchdog", "databases", "expected"),
+    [
+        ({}, {"default": POSTGRES}, []),
+        # Declared, with a direct connection for LISTEN: nothing to say.
+        (
+            {"TRANSACTION_POOLER": True, "LISTEN_DATABASE": "direct"},
+            {"default": POOLED, "direct": POSTGRES},
+            [],
+        ),
+        ({"TRANSACTION_POOLER": "yes"}, {"default": POOLED}, ["django_watchdog.E015"]),
+        ({"PREPARED_STATEMENTS": "no"}, {"default": POOLED}, ["django_watchdog.E015"]),
+        ({"LISTEN_DATABASE": "nowhere"}, {"default": POSTGRES}, ["django_watchdog.E015"]),
+        # No direct connection: workers poll.
+        ({"TRANSACTION_POOLER": True}, {"default": POOLED}, ["django_watchdog.W004"]),
+        # LISTEN configured through the pooler itself.
+        (
+            {"TRANSACTION_POOLER": True, "LISTEN_DATABASE": "listen"},
+            {"default": POOLED, "listen": {**POOLED, "NAME": "app"}},
+            ["django_watchdog.W005"],
+        ),
+        (
+            {"TRANSACTION_POOLER": True, "LISTEN_DATABASE": "direct"},
+            {"default": {**POOLED, "DISABLE_SERVER_SIDE_CURSORS": False}, "direct": POSTGRES},
+            ["django_watchdog.W006"],
+        ),
+        (
+            {"TRANSACTION_POOLER": True, "LISTEN_DATABASE": "direct"},
+            {"default": {**POOLED, "OPTIONS": {"prepare_threshold": 5}}, "direct": POSTGRES},
+            ["django_watchdog.W007"],
+        ),
+        (
+            {"TRANSACTION_POOLER": True, "LISTEN_DATABASE": "direct", "PREPARED_STATEMENTS": True},
+            {"default": POOLED, "direct": POSTGRES},
+            ["django_watchdog.W007"],
+        ),
+    ],
+)
+def test_a_transaction_pooler_is_checked_for_what_cannot_work(watchdog, databases, expected):
+    assert pooler_ids(watchdog, databases) == expected
