@@ -20,7 +20,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
-from ..conf import setting
+from ..conf import setting, transaction_pooled
 
 #: (PostgreSQL parameter, WATCHDOG setting, the parameter's unit per second of the setting;
 #: 0 for a plain count).
@@ -46,8 +46,12 @@ def worker_session() -> list[tuple[str, str]]:
 
 
 def configure(connection: BaseDatabaseWrapper) -> None:
-    """Apply the worker session settings to ``connection`` (PostgreSQL; one statement)."""
-    if connection.vendor != "postgresql":
+    """Apply the worker session settings to ``connection`` (PostgreSQL; one statement).
+
+    Behind a transaction pooler (``TRANSACTION_POOLER``) nothing: the session belongs to
+    the pool, so a setting would reach other clients and miss our next transaction. Set
+    them for the pooler's role or in the pooler instead (see the deploy how-to)."""
+    if connection.vendor != "postgresql" or transaction_pooled():
         return
     values = worker_session()
     if not values:
