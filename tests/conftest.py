@@ -1,9 +1,14 @@
+import os
+
 import pytest
 
 from django_watchdog import handlers
 
 # The plugin users enable to get the ``watchdog_jobs`` fixture (tests/glue/test_testing_*.py).
 pytest_plugins = ["django_watchdog.testing.pytest"]
+
+#: WATCHDOG_TEST_DB=pgbouncer: PostgreSQL through PgBouncer in transaction mode.
+THROUGH_PGBOUNCER = os.environ.get("WATCHDOG_TEST_DB") == "pgbouncer"
 
 
 @pytest.fixture
@@ -19,9 +24,42 @@ def pytest_collection_modifyitems(config, items):
     """Skip ``postgres_only`` tests unless the test database is PostgreSQL."""
     from django.db import connection
 
-    if connection.vendor == "postgresql":
-        return
     skip = pytest.mark.skip(reason="needs PostgreSQL (WATCHDOG_TEST_DB=postgres)")
+    skip_pooled = pytest.mark.skip(reason="needs PgBouncer (WATCHDOG_TEST_DB=pgbouncer)")
     for item in items:
         if item.get_closest_marker("postgres_only") is not None:
-            item.add_marker(skip)
+            if connection.vendor != "postgresql":
+                item.add_marker(skip)
+        if item.get_closest_marker("pgbouncer_only") is not None and not THROUGH_PGBOUNCER:
+            item.add_marker(skip_pooled)
+
+
+if THROUGH_PGBOUNCER:
+
+    @pytest.fixture(scope="session")
+    def django_db_modify_db_settings(django_db_modify_db_settings):
+        """Before the test database is (re)created: end sessions PgBouncer kept open on it."""
+        _end_sessions_on_test_database()
+
+    @pytest.fixture(scope="session")
+    def django_db_setup(django_db_setup):
+        """After the run, before the test database is dropped: the same."""
+        yield
+        _end_sessions_on_test_database()
+
+
+def _end_sessions_on_test_database():
+    """Terminate the server sessions on the test database (PgBouncer keeps them pooled, so
+    DROP DATABASE would find it "being accessed by other users")."""
+    import psycopg
+    from django.conf import settings
+
+    direct = settings.DATABASES["direct"]
+    with psycopg.connect(
+        dbname="postgres", user=direct["USER"], host=direct["HOST"], port=direct["PORT"]
+    ) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            (settings.DATABASES["default"]["TEST"]["NAME"],),
+        )

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from ..conf import setting
+from ..conf import listen_alias, setting
 
 logger = logging.getLogger("django_watchdog.worker")
 
@@ -129,9 +129,17 @@ def listen_params(using: str) -> dict[str, Any]:
 
 
 def make_waker(using: str, event: threading.Event, wanted: Callable[[], bool]) -> Waker | None:
+    """The waker of a worker on ``using``; ``None`` where it can only poll.
+
+    PostgreSQL LISTENs on ``LISTEN_DATABASE`` when set (a direct connection to the same
+    database), else on ``using`` itself, except behind a transaction pooler."""
     vendor = connections[using].vendor
     if vendor == "postgresql":
-        return PostgresWaker(using, event, wanted)
+        alias = listen_alias(using)
+        if alias is None:
+            logger.info("event=listen_unavailable reason=transaction_pooler fallback=poll")
+            return None
+        return PostgresWaker(alias, event, wanted)
     if vendor == "sqlite":
         return SqliteWaker(using, event, wanted)
     return None

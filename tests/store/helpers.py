@@ -126,3 +126,12 @@ def assert_serial_in_order(queues: Iterable[str]) -> None:
         for earlier, later in zip(jobs, jobs[1:], strict=False):
             assert earlier[3] <= later[2], f"{queue}: runs overlap"
         assert [(-p, i) for p, i, *_ in jobs] == sorted((-p, i) for p, i, *_ in jobs)
+
+
+def watchdog_settings(**overrides: Any) -> Any:
+    """``override_settings`` of these ``WATCHDOG`` keys, keeping the test settings' others
+    (through PgBouncer those declare the pooler: dropping them would prepare statements)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    return override_settings(WATCHDOG={**settings.WATCHDOG, **overrides})
