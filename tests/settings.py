@@ -1,8 +1,9 @@
-"""Test settings: the database comes from WATCHDOG_TEST_DB (sqlite | postgres)."""
+"""Test settings: the database comes from WATCHDOG_TEST_DB (sqlite | postgres | pgbouncer)."""
 
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 BASE_DIR = Path(__file__).resolve().parent
 SECRET_KEY = "tests-only-not-secret"  # noqa: S105
@@ -25,16 +26,29 @@ ENGINE = os.environ.get("WATCHDOG_TEST_DB", "sqlite")
 SQLITE_DIR = Path(os.environ.get("WATCHDOG_SQLITE_DIR", tempfile.gettempdir()))
 DB_SUFFIX = os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "")
 
+DATABASES: dict[str, dict[str, Any]]
+POSTGRES = {
+    "ENGINE": "django.db.backends.postgresql",
+    "NAME": "watchdog" + DB_SUFFIX,
+    "USER": os.environ.get("PGUSER", "postgres"),
+    "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+    "PORT": os.environ.get("PGPORT", "5432"),
+    "TEST": {"NAME": "test_watchdog" + DB_SUFFIX},
+}
 if ENGINE == "postgres":
+    DATABASES = {"default": POSTGRES}
+elif ENGINE == "pgbouncer":
+    # PostgreSQL through PgBouncer in transaction pooling mode (scripts/ensure-pgbouncer),
+    # with a direct connection to the same database for LISTEN only. "direct" is never set
+    # up as a test database: it names the test database itself.
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": "watchdog" + DB_SUFFIX,
-            "USER": os.environ.get("PGUSER", "postgres"),
-            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
-            "PORT": os.environ.get("PGPORT", "5432"),
-            "TEST": {"NAME": "test_watchdog" + DB_SUFFIX},
-        }
+            **POSTGRES,
+            "HOST": "127.0.0.1",
+            "PORT": os.environ.get("WATCHDOG_PGBOUNCER_PORT", "6439"),
+            "DISABLE_SERVER_SIDE_CURSORS": True,
+        },
+        "direct": {**POSTGRES, "NAME": "test_watchdog" + DB_SUFFIX, "TEST": {}},
     }
 elif ENGINE == "sqlite":
     DATABASES = {
@@ -51,11 +65,12 @@ elif ENGINE == "sqlite":
         }
     }
 else:  # pragma: no cover
-    raise RuntimeError(f"WATCHDOG_TEST_DB must be sqlite or postgres, not {ENGINE!r}")
+    raise RuntimeError(f"WATCHDOG_TEST_DB must be sqlite, postgres or pgbouncer, not {ENGINE!r}")
 
 # Worker subprocesses started by tests point at the test database through this variable.
 if os.environ.get("WATCHDOG_DB_NAME"):
-    DATABASES["default"]["NAME"] = os.environ["WATCHDOG_DB_NAME"]
+    for alias in DATABASES:
+        DATABASES[alias]["NAME"] = os.environ["WATCHDOG_DB_NAME"]
 
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -89,12 +104,14 @@ TASKS = {
         "QUEUES": ["tasks", "tasks-bulk"],
     }
 }
-WATCHDOG = {
+WATCHDOG: dict[str, Any] = {
     "POLL_INTERVAL": 0.05,
     "HEARTBEAT_INTERVAL": 0.5,
     "WORKER_TIMEOUT": 3.0,
     "TIMEOUT_GRACE": 0.5,
 }
+if ENGINE == "pgbouncer":
+    WATCHDOG.update(TRANSACTION_POOLER=True, LISTEN_DATABASE="direct")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

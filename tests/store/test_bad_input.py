@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import override_settings
 
 import django_watchdog as wd
 from django_watchdog import InvalidInput
 from tests.unit.bad_inputs import BAD_INPUTS, call
 
-from .helpers import claimed, snapshot
+from .helpers import claimed, snapshot, watchdog_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +36,7 @@ def test_rejected_call_writes_nothing(verb: str, kwargs: dict[str, Any], field: 
 
 
 @pytest.mark.usefixtures("populated")
-@override_settings(WATCHDOG={"MAX_PAYLOAD_BYTES": 64})
+@watchdog_settings(MAX_PAYLOAD_BYTES=64)
 def test_payload_over_the_cap_writes_nothing() -> None:
     before = snapshot()
     with pytest.raises(InvalidInput, match="payload"):

@@ -23,7 +23,7 @@ from django_watchdog.store.claims import Partition
 from django_watchdog.store.waits import LockBusy
 from django_watchdog.store.worker_store import WorkerStore
 
-from .helpers import DONE, claimed, in_background
+from .helpers import DONE, claimed, in_background, watchdog_settings
 
 pytestmark = [
     pytest.mark.postgres_only,
@@ -59,7 +59,7 @@ def queue_held(name: str) -> Iterator[None]:
 
 @pytest.fixture
 def store():
-    with override_settings(WATCHDOG={"LOCK_TIMEOUT": BOUND}):
+    with watchdog_settings(LOCK_TIMEOUT=BOUND):
         yield WorkerStore("default")
 
 

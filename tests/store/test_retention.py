@@ -3,7 +3,6 @@
 from datetime import timedelta
 
 import pytest
-from django.test import override_settings
 from django.utils import timezone
 
 import django_watchdog as wd
@@ -11,6 +10,8 @@ from django_watchdog.domain.values import Decision
 from django_watchdog.engine.housekeeping import Housekeeping, retention
 from django_watchdog.models import Job, PrunedJob
 from django_watchdog.store.retention import prune, prune_batches
+
+from .helpers import watchdog_settings
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,11 +79,11 @@ def test_a_feed_reader_keeps_its_place_across_a_prune():
 
 
 def test_retention_setting_accepts_seconds_and_timedelta():
-    with override_settings(WATCHDOG={"RETENTION": 3600}):
+    with watchdog_settings(RETENTION=3600):
         assert retention() == timedelta(hours=1)
-    with override_settings(WATCHDOG={"RETENTION": timedelta(days=2)}):
+    with watchdog_settings(RETENTION=timedelta(days=2)):
         assert retention() == 2 * DAY
-    with override_settings(WATCHDOG={}):
+    with watchdog_settings():
         assert retention() is None
 
 
@@ -100,7 +101,7 @@ class Clock:
 def test_workers_prune_periodically_when_retention_is_set():
     run("old", days_ago=3)
     clock = Clock()
-    with override_settings(WATCHDOG={"RETENTION": 2 * 86400}):
+    with watchdog_settings(RETENTION=2 * 86400):
         housekeeping = Housekeeping("default", clock, schedules={})
         housekeeping.run_due()
         assert remaining() == []
@@ -128,7 +129,7 @@ def test_without_id_retention_a_pruned_job_id_enqueues_as_a_new_job():
     assert not PrunedJob.objects.exists()
 
 
-@override_settings(WATCHDOG={"RETENTION": 7 * DAY, "ID_RETENTION": 30 * DAY})
+@watchdog_settings(RETENTION=7 * DAY, ID_RETENTION=30 * DAY)
 def test_with_id_retention_a_pruned_job_id_is_a_duplicate():
     run("receipt", days_ago=10, decision=Decision.failed("ValueError: x"))
     assert prune("default", older_than=7 * DAY, now=timezone.now()) == 1
@@ -148,7 +149,7 @@ def test_with_id_retention_a_pruned_job_id_is_a_duplicate():
     assert remaining() == ["fresh"]
 
 
-@override_settings(WATCHDOG={"ID_RETENTION": 30 * DAY})
+@watchdog_settings(ID_RETENTION=30 * DAY)
 def test_pruned_ids_are_forgotten_once_id_retention_has_passed():
     run("recent", days_ago=10)
     run("ancient", days_ago=40)  # already past ID_RETENTION when pruned
@@ -162,7 +163,7 @@ def test_pruned_ids_are_forgotten_once_id_retention_has_passed():
 
 
 def test_turning_id_retention_off_forgets_the_kept_ids():
-    with override_settings(WATCHDOG={"ID_RETENTION": 30 * DAY}):
+    with watchdog_settings(ID_RETENTION=30 * DAY):
         run("receipt", days_ago=10)
         prune("default", older_than=7 * DAY, now=timezone.now())
     assert PrunedJob.objects.count() == 1
