@@ -9,8 +9,8 @@ table holds (the dashboard's bounds, ``ops.activity``):
 - live workers: the registered workers judged as recovery judges them (``ops.workers``);
 - settled counts by lane and outcome: jobs settled in the last ``SETTLED_WINDOW`` among the
   newest ``activity.SCAN_JOBS`` jobs by primary key (a range scan of the primary key, never
-  the whole table). ``MetricsSnapshot.scan_cut`` says when that range stopped short of the
-  table's first job.
+  the whole table). ``MetricsSnapshot.scan_cut`` says when older jobs were left out of
+  that range.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Min
 
 from ..domain.states import State
 from . import activity
@@ -63,8 +63,8 @@ def read(using: str, *, now: datetime) -> MetricsSnapshot:
     from ..models import Job
 
     jobs = Job.objects.using(using).order_by()
-    newest = jobs.aggregate(last=Max("pk"))["last"]
-    first_id = max(1, (newest or 0) - activity.SCAN_JOBS + 1)
+    ends = jobs.aggregate(first=Min("pk"), last=Max("pk"))
+    first_id = max(1, (ends["last"] or 0) - activity.SCAN_JOBS + 1)
     settled: dict[str, dict[str, int]] = {}
     for lane, outcome, n in (
         jobs.filter(pk__gte=first_id, state=State.SETTLED, settled_at__gte=now - SETTLED_WINDOW)
@@ -96,5 +96,5 @@ def read(using: str, *, now: datetime) -> MetricsSnapshot:
         lanes=lanes,
         live_workers=len(workers),
         settled_window=SETTLED_WINDOW,
-        scan_cut=first_id > 1,
+        scan_cut=ends["first"] is not None and ends["first"] < first_id,
     )

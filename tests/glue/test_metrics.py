@@ -90,6 +90,19 @@ def test_the_settled_count_reads_only_the_newest_jobs(client, monkeypatch):
     assert figures["watchdog_jobs_settled_scan_cut"] == {(): 1}
 
 
+def test_ids_far_above_one_are_not_a_cut(client):
+    """Only older jobs left out make a cut, not where the id sequence stands (a database
+    that has held many jobs, all pruned, starts far above 1)."""
+    wd.enqueue("j", queue="q", lane="mail")
+    run("j", Decision.completed())
+    Job.objects.filter(job_id="j").update(id=300_000)
+    figures = scrape(client)
+    assert figures["watchdog_jobs_settled_scan_cut"] == {(): 0}
+    assert figures["watchdog_jobs_settled_recent"] == {
+        (("lane", "mail"), ("outcome", "completed")): 1
+    }
+
+
 def test_the_number_of_queries_does_not_grow_with_lanes_jobs_or_workers(client):
     def queries():
         with CaptureQueriesContext(connection) as captured:
