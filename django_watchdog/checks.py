@@ -192,7 +192,7 @@ def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
                     id="django_watchdog.E012",
                 )
             )
-        options: dict[str, Any] = database.get("OPTIONS") or {}  # type: ignore[assignment]
+        options: Any = database.get("OPTIONS") or {}  # typed per driver by django-stubs
         if str(options.get("transaction_mode", "")).upper() != "IMMEDIATE":
             warnings.append(
                 checks.Warning(

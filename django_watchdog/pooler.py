@@ -82,7 +82,7 @@ def check_pooler(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
                     id="django_watchdog.W006",
                 )
             )
-        options: dict[str, Any] = database.get("OPTIONS") or {}  # type: ignore[assignment]
+        options: Any = database.get("OPTIONS") or {}  # typed per driver by django-stubs
         if options.get("prepare_threshold") is not None or prepared is True:
             messages.append(
                 checks.Warning(
