@@ -144,15 +144,23 @@ def _check_json(value: Any, field: str, path: str, depth: int) -> None:
     raise InvalidInput(field, f"{type(value).__name__} at {path} is not a JSON value")
 
 
-def canonical_json(value: Any, field: str, *, max_bytes: int | None = None) -> str:
-    """The canonical JSON text of ``value``: what idempotency compares and the size cap counts."""
+def canonical_json(
+    value: Any, field: str, *, max_bytes: int | None = None, cap_name: str | None = None
+) -> str:
+    """The canonical JSON text of ``value``: what idempotency compares and the size cap counts.
+
+    ``cap_name`` names the setting ``max_bytes`` comes from, in the error.
+    """
     _check_json(value, field, "$", 0)
     try:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as error:  # pragma: no cover - _check_json catches these first
         raise InvalidInput(field, f"is not JSON: {error}") from error
     if max_bytes is not None and len(text) > max_bytes:
-        raise InvalidInput(field, f"is {len(text)} bytes as JSON, over the {max_bytes}-byte cap")
+        where = f" ({cap_name})" if cap_name else ""
+        raise InvalidInput(
+            field, f"is {len(text)} bytes as JSON, over the {max_bytes}-byte cap{where}"
+        )
     return text
 
 

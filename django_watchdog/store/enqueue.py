@@ -51,7 +51,13 @@ class NewJob:
         run_after: object = None,
         retry: object = None,
         timeout: object = None,
+        max_payload_bytes: int | None = None,
+        cap_name: str = "WATCHDOG['MAX_PAYLOAD_BYTES']",
     ) -> NewJob:
+        """Validate an enqueue request; the payload cap is ``WATCHDOG['MAX_PAYLOAD_BYTES']``
+        unless ``max_payload_bytes`` (named ``cap_name`` in the error) replaces it."""
+        if max_payload_bytes is None:
+            max_payload_bytes = int(setting("MAX_PAYLOAD_BYTES"))
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidInput(
                 "retry", f"must be a RetryPolicy or None, not {type(retry).__name__}"
@@ -63,7 +69,7 @@ class NewJob:
             priority=validation.priority(priority),
             payload=payload,
             payload_json=validation.canonical_json(
-                payload, "payload", max_bytes=int(setting("MAX_PAYLOAD_BYTES"))
+                payload, "payload", max_bytes=max_payload_bytes, cap_name=cap_name
             ),
             max_recoveries=validation.max_recoveries(max_recoveries),
             run_after=validation.aware_datetime(run_after, "run_after"),

@@ -1,33 +1,42 @@
 """``WatchdogBackend``: Django's task API (``@task``, ``enqueue``, ``get_result``) on watchdog.
 
-Configure it in ``TASKS``; each name in ``QUEUES`` is a watchdog lane whose handler runs
-Django tasks. ``OPTIONS``: ``DATABASE`` (alias the jobs live in; default: the router's
-choice for ``Job``) and ``MAX_RECOVERIES`` (recovery policy of every task job; default
-``None``: a task whose worker is lost ends ``interrupted``).
+Configure it in ``TASKS``; each name in ``QUEUES`` is served by the watchdog lane
+``task:<name>`` (``mapping.lane_of``), whose handler runs Django tasks. ``OPTIONS`` are
+listed in ``options``: the database, the recovery policy, the payload cap, serial keys
+and coalescing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from uuid import uuid4
 
 from asgiref.sync import sync_to_async
 from django.core import checks
-from django.db import connections
-from django.tasks import Task, TaskResult, TaskResultStatus
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
+from django.core.exceptions import ImproperlyConfigured
+from django.db import router, transaction
 from django.utils import timezone
 
 from .. import api, handlers
 from ..domain import validation
 from ..domain.errors import InvalidInput
-from . import errors
+from ..domain.values import EnqueueResult
+from . import errors, framework, options
+from .framework import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+)
+from .keys import key_queue
 from .mapping import (
     TaskCall,
+    lane_of,
     private_queue,
     result_from_job,
     task_as_enqueued,
@@ -35,7 +44,8 @@ from .mapping import (
 )
 from .registration import register_lane
 
-KNOWN_OPTIONS = frozenset({"DATABASE", "MAX_RECOVERIES"})
+if TYPE_CHECKING:
+    from ..store.enqueue import NewJob
 
 
 class WatchdogBackend(BaseTaskBackend):
@@ -48,8 +58,14 @@ class WatchdogBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        for lane in self.queues:
-            register_lane(lane)
+        from django.apps import apps
+
+        # Before the apps are ready (a task module imported by another app's ready()),
+        # django_watchdog's ready() registers the lanes, after its handler autodiscovery:
+        # a lane a project's handler took is then reported (E104), never a start-up crash.
+        if apps.ready:
+            for name in self.queues:
+                register_lane(name)
 
     @property
     def database(self) -> str | None:
@@ -61,6 +77,14 @@ class WatchdogBackend(BaseTaskBackend):
     def max_recoveries(self) -> int | None:
         value: int | None = self.options.get("MAX_RECOVERIES")
         return value
+
+    @property
+    def max_payload_bytes(self) -> tuple[int | None, str]:
+        """The payload cap of this backend's tasks and the setting it comes from."""
+        value = self.options.get("MAX_PAYLOAD_BYTES")
+        if value is None:
+            return None, "WATCHDOG['MAX_PAYLOAD_BYTES']"
+        return int(value), f"TASKS[{self.alias!r}]['OPTIONS']['MAX_PAYLOAD_BYTES']"
 
     def validate_task(self, task: Task[..., Any]) -> None:
         """Django's rules, an aware ``run_after`` and a ``queue_name`` that is a lane name.
@@ -75,7 +99,7 @@ class WatchdogBackend(BaseTaskBackend):
             raise InvalidTask("run_after must be an aware datetime.")
         super().validate_task(task)
         try:
-            validation.lane(task.queue_name, "queue_name")
+            lane_of(task.queue_name)
         except InvalidInput as error:
             raise InvalidTask(
                 f"Queue {task.queue_name!r} is not a watchdog lane: {error}"
@@ -99,7 +123,10 @@ class WatchdogBackend(BaseTaskBackend):
         """Enqueue a call of ``task``; ``job_id`` makes it idempotent, ``queue`` serial.
 
         Repeating an identical call with the same ``job_id`` returns the existing job's
-        result; a different call under it raises ``JobConflict``.
+        result; a different call under it raises ``JobConflict``. Without ``queue``, a task
+        with a serial key (``OPTIONS["SERIAL_KEYS"]``) goes to its key's queue, and if it is
+        coalesced (``OPTIONS["COALESCE"]``) an identical call still queued there is returned
+        instead of a new job.
         """
         self.validate_task(task)
         if job_id is None:
@@ -121,21 +148,65 @@ class WatchdogBackend(BaseTaskBackend):
             worker_ids=[],
         )
         call = TaskCall.of(task, result)
-        enqueued = api.enqueue(
+        keyed = self._key_queue(call) if queue is None else None
+        from ..store.enqueue import NewJob
+
+        cap, cap_name = self.max_payload_bytes
+        new = NewJob.parse(
             job_id,
-            queue=private_queue(job_id) if queue is None else queue,
-            lane=task.queue_name,
+            queue=queue if queue is not None else keyed or private_queue(job_id),
+            lane=lane_of(task.queue_name),
             priority=to_watchdog_priority(task.priority),
             payload=call.payload(),
             max_recoveries=self.max_recoveries,
             run_after=task.run_after,
-            using=self.database,
+            max_payload_bytes=cap,
+            cap_name=cap_name,
         )
+        coalesce = (
+            keyed is not None
+            and task.run_after is None
+            and call.path in options.coalesced(self.options)
+        )
+        enqueued = self._enqueue(new, coalesce=coalesce)
         if enqueued.status == "duplicate":
             return cast("TaskResult[P, R]", result_from_job(enqueued.job, task, call))
         object.__setattr__(result, "enqueued_at", enqueued.job.enqueued_at)
         task_enqueued.send(type(self), task_result=result)
         return result
+
+    def _key_queue(self, call: TaskCall) -> str | None:
+        """The serial queue of ``call``'s key, if its task has a key function and a key."""
+        path = options.serial_keys(self.options).get(call.path)
+        if path is None:
+            return None
+        name = f"TASKS[{self.alias!r}]['OPTIONS']['SERIAL_KEYS'][{call.path!r}]"
+        try:
+            function = options.key_function(path)
+        except ImportError as error:
+            raise ImproperlyConfigured(f"{name} = {path!r}: {error}") from error
+        key = function(list(call.args), dict(call.kwargs))
+        if key is None:
+            return None
+        if not isinstance(key, str) or not key:
+            raise InvalidInput(name, f"{path} returned {key!r}, not a non-empty str or None")
+        return key_queue(call.path, key)
+
+    def _enqueue(self, new: NewJob, *, coalesce: bool) -> EnqueueResult:
+        """Enqueue ``new``; if ``coalesce``, an identical queued job stands for it."""
+        from ..models import Job
+        from ..store.twins import queued_twin
+
+        alias = self.database or router.db_for_write(Job)
+        if not coalesce:
+            return Job.objects.db_manager(alias).enqueue(new)
+        # A new uuid job id cannot conflict, so no savepoint is needed to keep the
+        # caller's transaction usable; the twin's queue stays locked until it commits.
+        with transaction.atomic(using=alias, savepoint=False):
+            twin = queued_twin(alias, new)
+            if twin is not None:
+                return EnqueueResult(status="duplicate", job=twin)
+            return Job.objects.db_manager(alias).enqueue(new)
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
         """The task result of job ``result_id``; ``TaskResultDoesNotExist`` if none."""
@@ -166,6 +237,8 @@ class WatchdogBackend(BaseTaskBackend):
 
         from .runner import run_task
 
+        if self._checked_by_the_other_framework():
+            return []
         where = f"TASKS[{self.alias!r}]"
         messages: list[checks.CheckMessage] = []
         if not apps.is_installed("django_watchdog"):
@@ -179,62 +252,49 @@ class WatchdogBackend(BaseTaskBackend):
         if not self.queues:
             messages.append(
                 checks.Error(
-                    f"{where}['QUEUES'] is empty; WatchdogBackend needs the list of its lanes.",
-                    hint="Each queue name is a watchdog lane whose handler runs Django tasks; "
-                    "a worker only claims lanes that have a handler.",
+                    f"{where}['QUEUES'] is empty; WatchdogBackend needs the list of its queues.",
+                    hint="Each queue is served by the watchdog lane 'task:<queue>', whose "
+                    "handler runs Django tasks; a worker only claims lanes that have a handler.",
                     id="django_watchdog.E102",
                 )
             )
         owners = handlers.registered()
         for name in sorted(self.queues, key=str):
             try:
-                lane = validation.lane(name, "QUEUES")
+                lane = lane_of(name)
             except InvalidInput as error:
-                messages.append(checks.Error(f"{where}: {error}", id="django_watchdog.E103"))
+                messages.append(
+                    checks.Error(f"{where}['QUEUES']: {error}", id="django_watchdog.E103")
+                )
                 continue
             owner = owners.get(lane)
             if owner is not None and owner is not run_task:
                 messages.append(
                     checks.Error(
-                        f"{where}['QUEUES'] names lane {lane!r}, which already has the "
-                        f"handler {owner.__module__}.{owner.__qualname__}.",
-                        hint="A lane has one handler: give Django tasks lanes of their own.",
+                        f"{where}['QUEUES'] names {name!r}, whose lane {lane!r} already has "
+                        f"the handler {owner.__module__}.{owner.__qualname__}.",
+                        hint="A lane has one handler: register your own handlers on lanes "
+                        "that do not start with 'task:'.",
                         id="django_watchdog.E104",
                     )
                 )
-        messages.extend(self._check_options(where))
+        messages.extend(options.check(where, self.options))
         return messages
 
-    def _check_options(self, where: str) -> list[checks.CheckMessage]:
-        messages: list[checks.CheckMessage] = []
-        if not isinstance(self.options, dict):
-            return [checks.Error(f"{where}['OPTIONS'] must be a dict.", id="django_watchdog.E105")]
-        for name in sorted(set(self.options) - KNOWN_OPTIONS, key=str):
-            messages.append(
-                checks.Error(
-                    f"{where}['OPTIONS'][{name!r}] is not a WatchdogBackend option.",
-                    hint=f"Known options: {', '.join(sorted(KNOWN_OPTIONS))}.",
-                    id="django_watchdog.E105",
-                )
-            )
-        database = self.options.get("DATABASE")
-        if database is not None and database not in connections:
-            messages.append(
-                checks.Error(
-                    f"{where}['OPTIONS']['DATABASE'] = {database!r} is not in DATABASES.",
-                    id="django_watchdog.E106",
-                )
-            )
+    def _checked_by_the_other_framework(self) -> bool:
+        """True for the backport's copy of a backend ``django.tasks`` also checks.
+
+        With both frameworks installed each has its own instance of every backend and
+        each runs its checks; only the ``django.tasks`` one reports, so each message
+        appears once.
+        """
+        backport_backends = framework.backport_backends()
+        if backport_backends is None:
+            return False
         try:
-            validation.max_recoveries(self.options.get("MAX_RECOVERIES"))
-        except InvalidInput as error:
-            messages.append(
-                checks.Error(
-                    f"{where}['OPTIONS']['MAX_RECOVERIES']: {error.problem} (or None).",
-                    id="django_watchdog.E107",
-                )
-            )
-        return messages
+            return bool(backport_backends[self.alias] is self)
+        except (ImproperlyConfigured, KeyError):
+            return False
 
 
 def enqueue_task[**P, R](

@@ -4,10 +4,11 @@
 Django                 watchdog
 =====================  ==========================================================
 ``TaskResult.id``      ``job_id`` (a uuid4 unless the caller chose one)
-``Task.queue_name``    ``lane``
+``Task.queue_name``    ``lane``: ``task:<queue_name>`` (``lane_of``)
 ``Task.priority``      ``priority``, unchanged (Django's −100…100 sits inside it)
 ``Task.run_after``     ``run_after``: a delayed job, outside its queue until due
-(none)                 ``queue``: ``task:<job_id>`` (parallel) unless one is named
+(none)                 ``queue``: ``task:<job_id>`` (parallel), a serial key's queue
+                       (``task-key:...``, see ``keys``) or the one the caller named
 task, args, kwargs     ``payload``: backend alias, module, function, args, kwargs
 =====================  ==========================================================
 """
@@ -21,14 +22,20 @@ from datetime import datetime
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from django.tasks import Task, TaskResult, TaskResultStatus
-from django.tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, TaskError
-from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
-
 from ..domain import validation
-from ..domain.errors import OutcomeUnknown
+from ..domain.errors import InvalidInput, OutcomeUnknown
 from ..domain.states import Outcome, State
 from . import errors
+from .framework import (
+    TASK_MAX_PRIORITY,
+    TASK_MIN_PRIORITY,
+    InvalidTask,
+    InvalidTaskBackend,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+)
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -37,6 +44,9 @@ if TYPE_CHECKING:
 PAYLOAD_KIND = "django.tasks/1"
 #: Prefix of the one-job queue a task gets when the caller names none.
 PRIVATE_QUEUE_PREFIX = "task:"
+#: Prefix of the lane a task queue runs in: no native handler's lane and not native
+#: ``enqueue()``'s default lane ``"default"``, whatever ``QUEUES`` names.
+LANE_PREFIX = "task:"
 #: Stands in ``worker_ids`` for an attempt whose worker is no longer recorded.
 UNKNOWN_WORKER = "unknown"
 
@@ -134,6 +144,26 @@ def private_queue(job_id: str) -> str:
     return PRIVATE_QUEUE_PREFIX + hashlib.sha256(job_id.encode()).hexdigest()
 
 
+def lane_of(queue_name: object) -> str:
+    """The watchdog lane of the task queue ``queue_name``; ``InvalidInput`` if none can be."""
+    if not isinstance(queue_name, str):
+        raise InvalidInput("queue_name", f"must be a str, not {type(queue_name).__name__}")
+    try:
+        return validation.lane(LANE_PREFIX + queue_name, "queue_name")
+    except InvalidInput:
+        raise InvalidInput(
+            "queue_name",
+            f"{queue_name[:80]!r} is not a task queue name (1–{validation.LANE_MAX - 5} "
+            "letters, digits or _ - . :, served by the lane 'task:<name>')",
+        ) from None
+
+
+def queue_name_of(lane: str) -> str:
+    """The task queue a lane serves (a lane without the prefix, e.g. a job enqueued
+    natively into it, is shown as it is)."""
+    return lane.removeprefix(LANE_PREFIX)
+
+
 def to_watchdog_priority(priority: int) -> int:
     """Django's priority as watchdog's: the same number (higher runs first in both)."""
     return int(priority)
@@ -156,7 +186,7 @@ def task_as_enqueued(
     try:
         return registered.using(
             priority=to_django_priority(priority),
-            queue_name=lane,
+            queue_name=queue_name_of(lane),
             backend=backend,
             run_after=run_after,
         )

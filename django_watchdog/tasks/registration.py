@@ -2,7 +2,8 @@
 
 Called from ``AppConfig.ready()`` (after ``<app>/jobs.py`` autodiscovery) so a worker process
 knows the task lanes before any task module is imported. Safe on Django versions without
-``django.tasks``: it then finds no backend and does nothing.
+a task framework (neither ``django.tasks`` nor the ``django_tasks`` backport): it then
+finds no backend and does nothing.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from django.utils.module_loading import import_string
 
 from .. import handlers
 from ..domain.errors import InvalidInput
-from ..domain.validation import lane as valid_lane
 
 DEFAULT_QUEUES = ["default"]
 
 
 def backend_lanes() -> dict[str, list[Any]]:
-    """``TASKS`` alias → its ``QUEUES``, for the aliases whose backend is a WatchdogBackend."""
+    """``TASKS`` alias → its ``QUEUES`` (task queue names, not lanes), for the aliases whose
+    backend is a WatchdogBackend."""
     configured = getattr(settings, "TASKS", None)
     if not isinstance(configured, dict):
         return {}
@@ -39,16 +40,18 @@ def _is_watchdog_backend(path: object) -> bool:
         backend_class = import_string(path)
         from .backend import WatchdogBackend
     except ImportError:
-        return False  # Django reports a missing backend; no django.tasks means none of ours.
+        return False  # Django reports a missing backend; no framework means none of ours.
     return isinstance(backend_class, type) and issubclass(backend_class, WatchdogBackend)
 
 
-def register_lane(lane: object) -> bool:
-    """Make the task runner ``lane``'s handler; False if the lane is invalid or taken."""
+def register_lane(queue_name: object) -> bool:
+    """Make the task runner the handler of ``queue_name``'s lane (``task:<queue_name>``);
+    False if the lane is invalid or taken."""
+    from .mapping import lane_of
     from .runner import run_task
 
     try:
-        name = valid_lane(lane)
+        name = lane_of(queue_name)
     except InvalidInput:
         return False  # reported by the backend's system check
     existing = handlers.registered().get(name)
@@ -60,6 +63,6 @@ def register_lane(lane: object) -> bool:
 
 def register_lane_handlers() -> None:
     """Register the runner for the lanes of every configured WatchdogBackend."""
-    for lanes in backend_lanes().values():
-        for lane in lanes:
-            register_lane(lane)
+    for queue_names in backend_lanes().values():
+        for name in queue_names:
+            register_lane(name)

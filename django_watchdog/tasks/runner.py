@@ -6,13 +6,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.tasks import TaskContext, TaskResult, TaskResultStatus
-from django.tasks.base import TaskError
-from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
-from django.utils.json import normalize_json
 
 from . import errors
+from .framework import (
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+    task_finished,
+    task_started,
+)
 from .mapping import TaskCall, started_result, task_as_enqueued
 
 
@@ -112,10 +117,8 @@ def _finish(
 
 def _sender(alias: str) -> type[Any]:
     """The class of the backend the task was enqueued through, as Django's signals send."""
-    from django.tasks import task_backends
-    from django.tasks.exceptions import InvalidTaskBackend
-
     from .backend import WatchdogBackend
+    from .framework import InvalidTaskBackend, task_backends
 
     try:
         return type(task_backends[alias])

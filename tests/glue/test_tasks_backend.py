@@ -7,9 +7,6 @@ from datetime import datetime, timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.tasks import TaskResultStatus, default_task_backend, task_backends
-from django.tasks.checks import check_tasks
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
 from django.test import override_settings
 from django.utils import timezone
 
@@ -20,6 +17,17 @@ from django_watchdog.models import Job
 from django_watchdog.tasks.mapping import PAYLOAD_KIND, private_queue
 from django_watchdog.tasks.runner import run_task
 from tests.tasks_app import tasks
+from tests.tasks_app.framework import (
+    DUMMY_BACKEND,
+    NAME,
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    check_tasks,
+    default_task_backend,
+    task_backends,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +42,8 @@ def test_configured_backend_and_flags():
 
 def test_lanes_have_the_task_runner_as_handler():
     registered = handlers.registered()
-    assert registered["tasks"] is run_task
-    assert registered["tasks-bulk"] is run_task
+    assert registered["task:tasks"] is run_task
+    assert registered["task:tasks-bulk"] is run_task
 
 
 def test_enqueue_writes_a_queued_job():
@@ -54,7 +62,7 @@ def test_enqueue_writes_a_queued_job():
     job = wd.get_job(result.id)
     assert job is not None
     assert job.state == "queued"
-    assert job.lane == "tasks"
+    assert job.lane == "task:tasks"
     assert job.queue == private_queue(result.id) == f"task:{result.id}"
     assert job.priority == 0
     assert job.payload == {
@@ -102,7 +110,7 @@ def test_get_result_of_another_task_is_a_mismatch():
 
 
 def test_get_result_of_a_plain_watchdog_job_does_not_exist():
-    wd.enqueue("native", queue="q", lane="tasks", payload={"hello": 1})
+    wd.enqueue("native", queue="q", lane="task:tasks", payload={"hello": 1})
     with pytest.raises(TaskResultDoesNotExist, match="not a Django task"):
         default_task_backend.get_result("native")
 
@@ -117,7 +125,7 @@ def test_get_result_never_resolves_a_non_task_path():
             "args": [],
             "kwargs": {},
         }
-        wd.enqueue(f"forged-{function}", queue=f"q-{function}", lane="tasks", payload=payload)
+        wd.enqueue(f"forged-{function}", queue=f"q-{function}", lane="task:tasks", payload=payload)
         with pytest.raises(TaskResultDoesNotExist):
             default_task_backend.get_result(f"forged-{function}")
 
@@ -131,7 +139,7 @@ def test_priority_maps_onto_watchdog_priority_and_claim_order():
     assert [wd.get_job(r.id).priority for r in (low, high, middle)] == [-5, 100, 0]
     order = []
     for _ in range(4):
-        claimed = Job.objects.claim(lanes=["tasks"])
+        claimed = Job.objects.claim(lanes=["task:tasks"])
         order.append(claimed.job.job_id)
     assert order == [high.id, middle.id, also_middle.id, low.id]
     assert tasks.noop.using(priority=-5).get_result(low.id).task.priority == -5
@@ -145,7 +153,7 @@ def test_invalid_priority_is_rejected_by_django():
 
 def test_queue_name_is_the_lane():
     result = tasks.noop.using(queue_name="tasks-bulk").enqueue()
-    assert wd.get_job(result.id).lane == "tasks-bulk"
+    assert wd.get_job(result.id).lane == "task:tasks-bulk"
     assert default_task_backend.get_result(result.id).task.queue_name == "tasks-bulk"
     assert tasks.bulk.enqueue(3).task.queue_name == "tasks-bulk"
 
@@ -178,14 +186,14 @@ def test_a_deferred_task_is_not_claimed_before_its_time():
     run_after = now + timedelta(minutes=10)
     result = tasks.noop.using(run_after=run_after).enqueue()
 
-    assert Job.objects.claim(lanes=["tasks"]).status == "none"
+    assert Job.objects.claim(lanes=["task:tasks"]).status == "none"
     assert Job.objects.promote_due(now=now) == 0
     assert Job.objects.promote_due(now=run_after - timedelta(seconds=1)) == 0
-    assert Job.objects.claim(lanes=["tasks"]).status == "none"
+    assert Job.objects.claim(lanes=["task:tasks"]).status == "none"
     assert default_task_backend.get_result(result.id).status == TaskResultStatus.READY
 
     assert Job.objects.promote_due(now=run_after + timedelta(seconds=1)) == 1
-    claimed = Job.objects.claim(lanes=["tasks"])
+    claimed = Job.objects.claim(lanes=["task:tasks"])
     assert claimed.status == "claimed" and claimed.job.job_id == result.id
     assert default_task_backend.get_result(result.id).status == TaskResultStatus.RUNNING
 
@@ -196,7 +204,7 @@ def test_a_deferred_task_does_not_block_its_serial_queue():
     )
     now = enqueue_task(tasks.add, (3, 4), queue="serial-9")
 
-    claimed = Job.objects.claim(lanes=["tasks"])
+    claimed = Job.objects.claim(lanes=["task:tasks"])
     assert claimed.job.job_id == now.id
     assert wd.get_job(later.id).state == "queued"
 
@@ -205,7 +213,7 @@ def test_run_after_in_the_past_runs_at_once():
     result = tasks.noop.using(run_after=timezone.now() - timedelta(minutes=1)).enqueue()
 
     assert not wd.get_job(result.id).delayed
-    assert Job.objects.claim(lanes=["tasks"]).job.job_id == result.id
+    assert Job.objects.claim(lanes=["task:tasks"]).job.job_id == result.id
 
 
 def test_run_after_must_be_aware():
@@ -264,9 +272,9 @@ def test_enqueue_with_non_json_values_names_the_field():
 
 
 def test_enqueue_logs_like_django(caplog):
-    caplog.set_level(logging.DEBUG, logger="django.tasks")
+    caplog.set_level(logging.DEBUG, logger=NAME)
     result = tasks.noop.enqueue()
-    messages = [r.getMessage() for r in caplog.records if r.name == "django.tasks"]
+    messages = [r.getMessage() for r in caplog.records if r.name == NAME]
     assert len(messages) == 1
     assert "enqueued" in messages[0] and result.id in messages[0]
 
@@ -298,11 +306,11 @@ def test_enqueue_task_into_a_serial_queue():
     other = tasks.add.enqueue(5, 6)
 
     assert wd.get_job(first.id).queue == wd.get_job(second.id).queue == "customer-9"
-    claimed = Job.objects.claim(lanes=["tasks"])
+    claimed = Job.objects.claim(lanes=["task:tasks"])
     assert claimed.job.job_id == first.id
     # The queue's next job waits for the running one; other queues do not.
-    assert Job.objects.claim(lanes=["tasks"]).job.job_id == other.id
-    assert Job.objects.claim(lanes=["tasks"]).status == "none"
+    assert Job.objects.claim(lanes=["task:tasks"]).job.job_id == other.id
+    assert Job.objects.claim(lanes=["task:tasks"]).status == "none"
     assert default_task_backend.get_result(first.id).status == TaskResultStatus.RUNNING
     assert default_task_backend.get_result(second.id).status == TaskResultStatus.READY
 
@@ -316,9 +324,7 @@ def test_enqueue_task_validates_its_arguments():
         enqueue_task(tasks.noop, kwargs={"when": datetime.now()})
 
 
-@override_settings(
-    TASKS={"other": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": []}}
-)
+@override_settings(TASKS={"other": {"BACKEND": DUMMY_BACKEND, "QUEUES": []}})
 def test_enqueue_task_needs_a_watchdog_backend():
     with pytest.raises(InvalidTask, match="not WatchdogBackend"):
         enqueue_task(tasks.noop.using(backend="other"))
@@ -393,7 +399,7 @@ def _backend_errors(params):
 def test_check_rejects_invalid_lane_names(clean_handlers):
     errors = _backend_errors({"QUEUES": ["good", "not a lane!"]})
     assert set(errors) == {"django_watchdog.E103"}
-    assert "'not a lane!' is not a lane name" in errors["django_watchdog.E103"]
+    assert "'not a lane!' is not a task queue name" in errors["django_watchdog.E103"]
     assert "not a lane!" not in handlers.registered()
 
 
@@ -402,14 +408,14 @@ def test_check_requires_queues(clean_handlers):
 
 
 def test_check_reports_a_lane_owned_by_another_handler(clean_handlers):
-    @wd.handler("owned-lane")
+    @wd.handler("task:owned-lane")
     def native(job):
         return None
 
     errors = _backend_errors({"QUEUES": ["owned-lane"]})
     assert set(errors) == {"django_watchdog.E104"}
     assert "native" in errors["django_watchdog.E104"]
-    assert handlers.registered()["owned-lane"] is native
+    assert handlers.registered()["task:owned-lane"] is native
 
 
 def test_check_reports_bad_options(clean_handlers):

@@ -1,8 +1,6 @@
 """The task lane handler, driven through the store: claim, run the handler, settle."""
 
 import pytest
-from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.signals import task_finished, task_started
 from django.test import override_settings
 from django.utils import timezone
 
@@ -12,6 +10,12 @@ from django_watchdog.models import Job
 from django_watchdog.tasks import errors
 from django_watchdog.tasks.mapping import PAYLOAD_KIND, UNKNOWN_WORKER, raised_class_path
 from tests.tasks_app import drive, tasks
+from tests.tasks_app.framework import (
+    TaskResultStatus,
+    default_task_backend,
+    task_finished,
+    task_started,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +104,7 @@ def test_outcome_unknown_is_failed_with_outcome_unknown():
 def test_cancelled_before_running_is_failed_with_cancelled():
     result = tasks.noop.enqueue()
     assert wd.cancel(result.id).status == "recorded"
-    assert Job.objects.claim(lanes=["tasks"]).status == "cancelled"
+    assert Job.objects.claim(lanes=["task:tasks"]).status == "cancelled"
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     assert result.errors[0].exception_class is errors.TaskCancelled
@@ -146,7 +150,7 @@ def test_interrupted_task_is_failed_with_interrupted():
 
 def test_failed_lane_is_failed_without_traceback():
     result = tasks.noop.enqueue()
-    wd.fail_lane("tasks", "lane retired")
+    wd.fail_lane("task:tasks", "lane retired")
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     assert result.errors[0].exception_class is errors.TaskFailed
@@ -222,14 +226,14 @@ def test_handler_runs_only_registered_tasks(module, function):
         "args": [],
         "kwargs": {},
     }
-    wd.enqueue("forged", queue="forged", lane="tasks", payload=payload)
+    wd.enqueue("forged", queue="forged", lane="task:tasks", payload=payload)
     job = drive.run_next()
     assert job.outcome == "failed"
     assert job.failure_reason.startswith("TaskNotRegistered:")
 
 
 def test_handler_refuses_a_native_job_in_a_task_lane():
-    wd.enqueue("native", queue="native", lane="tasks", payload={"not": "a task"})
+    wd.enqueue("native", queue="native", lane="task:tasks", payload={"not": "a task"})
     job = drive.run_next()
     assert job.outcome == "failed"
     assert "holds no django.tasks call" in job.failure_reason
@@ -238,9 +242,9 @@ def test_handler_refuses_a_native_job_in_a_task_lane():
 def test_priorities_across_lanes_run_in_order():
     enqueue_task(tasks.bulk, (1,), queue="bulk")
     enqueue_task(tasks.bulk, (2,), queue="bulk")
-    results = [drive.run_next("tasks-bulk").result for _ in range(2)]
+    results = [drive.run_next("task:tasks-bulk").result for _ in range(2)]
     assert results == [1, 2]
-    assert Job.objects.claim(lanes=["tasks-bulk"]).status == "none"
+    assert Job.objects.claim(lanes=["task:tasks-bulk"]).status == "none"
 
 
 def test_finished_at_is_the_settle_time():

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
-from django.tasks import TaskResultStatus
 
 from django_watchdog.backend import enqueue_task
 from tests.tasks_app import tasks
+from tests.tasks_app.framework import TaskResultStatus
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -44,7 +44,7 @@ def test_worker_runs_django_tasks_and_results_report_them():
     first = enqueue_task(tasks.echo, ("first",), queue="serial", job_id="serial-1")
     second = enqueue_task(tasks.echo, ("second",), queue="serial", job_id="serial-2")
 
-    worker = run_worker_burst("--lane", "tasks", "--concurrency", "2", "--worker-id", "w-e2e")
+    worker = run_worker_burst("--lane", "task:tasks", "--concurrency", "2", "--worker-id", "w-e2e")
     assert worker.returncode == 0, worker.stdout + worker.stderr
 
     added.refresh()

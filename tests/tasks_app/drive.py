@@ -20,7 +20,7 @@ def view(
     return running
 
 
-def claim(lane: str = "tasks", *, worker_id: str = WORKER) -> tuple[Job, str]:
+def claim(lane: str = "task:tasks", *, worker_id: str = WORKER) -> tuple[Job, str]:
     claimed = Job.objects.claim(lanes=[lane], worker_id=worker_id)
     assert claimed.status == "claimed", claimed
     assert claimed.job is not None and claimed.claim_token is not None
@@ -42,6 +42,6 @@ def run(job: Job, token: str, **view_options: Any) -> Job:
     return settled.job
 
 
-def run_next(lane: str = "tasks", **view_options: Any) -> Job:
+def run_next(lane: str = "task:tasks", **view_options: Any) -> Job:
     job, token = claim(lane)
     return run(job, token, **view_options)

@@ -1,10 +1,10 @@
-"""Task functions the backend tests enqueue; lanes "tasks" and "tasks-bulk" (tests/settings.py)."""
+"""Task functions the backend tests enqueue; queues "tasks" and "tasks-bulk" (tests/settings.py),
+served by the lanes "task:tasks" and "task:tasks-bulk"."""
 
 from typing import Any
 
-from django.tasks import TaskContext, task
-
 from django_watchdog import OutcomeUnknown
+from tests.tasks_app.framework import TaskContext, task
 
 LANE = "tasks"
 BULK_LANE = "tasks-bulk"
@@ -76,3 +76,14 @@ def plain_function() -> str:
 
 
 alias_of_add = add
+
+
+@task(queue_name=LANE)
+def update_object(app_label: str, model_name: str, pk: str) -> str:
+    """The shape of Wagtail's index tasks: (app_label, model_name, pk)."""
+    return f"{app_label}.{model_name}:{pk}"
+
+
+def odd_key(args: list[Any], kwargs: dict[str, Any]) -> object:
+    """A key function that breaks the rule (returns an int) when asked to."""
+    return 42 if args and args[0] == "bad" else None
