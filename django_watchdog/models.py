@@ -330,10 +330,12 @@ class PrunedJob(models.Model):
 
 
 class Queue(models.Model):
-    """One row per queue ever used: the lock every change to that queue takes first.
+    """One row per queue in use: the lock every change to that queue takes first.
 
-    Never deleted (but by the enqueue that created it, undoing itself): so a queue an
-    enqueue creates holds no job yet, and its best new job is its head (``store.enqueue``).
+    Deleted only when no job names it: by the enqueue that created it, undoing itself, and
+    for task queues by retention (``store.idle_queues``, under the row's lock). So a queue
+    an enqueue creates holds no job yet, and its best new job is its head
+    (``store.enqueue``).
     """
 
     name = models.CharField(max_length=256, primary_key=True)

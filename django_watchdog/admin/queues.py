@@ -30,8 +30,9 @@ from .jobs import jobs_url
 class WorkFilter(admin.SimpleListFilter):
     """Queues with queued or running jobs by default; idle ones one click away.
 
-    Queue rows are never deleted (enqueue relies on them: see ``Queue``), so a queue per
-    report or per task accumulates; the list leaves the idle ones out of the way instead.
+    Queue rows outlive their jobs (enqueue relies on them: see ``Queue``; retention
+    forgets only idle task queues), so a queue per report accumulates; the list leaves
+    the idle ones out of the way instead.
     The pending queues come from the pending jobs' indexes, never from a scan of all jobs.
     """
 

@@ -90,6 +90,8 @@ class Housekeeping:
             self._failing.pop(name, None)
 
     def prune(self, age: timedelta) -> int:
+        """Delete settled jobs older than ``age``, then the task queues left without a job."""
+        from ..store.idle_queues import forget_idle_task_queues
         from ..store.retention import PRUNE_BATCH, prune
 
         try:
@@ -100,13 +102,20 @@ class Housekeeping:
                     now=self.clock.now(),
                     max_batches=PRUNE_BATCHES_PER_PASS,
                 )
+                forgotten = forget_idle_task_queues(self.using)
         except waits.LockBusy:
             # A lock held elsewhere (the feed clock, say): prune at the next interval.
             events.log(logging.WARNING, "prune_deferred", older_than_s=age.total_seconds())
             self._next_prune = self.clock.monotonic() + PRUNE_INTERVAL
             return 0
-        if deleted:
-            events.log(logging.INFO, "prune", deleted=deleted, older_than_s=age.total_seconds())
+        if deleted or forgotten:
+            events.log(
+                logging.INFO,
+                "prune",
+                deleted=deleted,
+                idle_task_queues=forgotten,
+                older_than_s=age.total_seconds(),
+            )
         # A full pass leaves more behind: go on at the next loop instead of in a minute.
         full = deleted >= PRUNE_BATCHES_PER_PASS * PRUNE_BATCH
         self._next_prune = self.clock.monotonic() + (0.0 if full else PRUNE_INTERVAL)

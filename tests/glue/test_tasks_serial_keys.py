@@ -21,7 +21,9 @@ BACKEND = "django_watchdog.backend.WatchdogBackend"
 
 def backend_settings(**options):
     return override_settings(
-        TASKS={"default": {"BACKEND": BACKEND, "QUEUES": ["tasks", "tasks-bulk"], "OPTIONS": options}}
+        TASKS={
+            "default": {"BACKEND": BACKEND, "QUEUES": ["tasks", "tasks-bulk"], "OPTIONS": options}
+        }
     )
 
 
@@ -174,7 +176,7 @@ def test_the_backends_payload_cap_applies_and_is_named():
 @backend_settings(MAX_PAYLOAD_BYTES=4 * 1024 * 1024)
 @override_settings(WATCHDOG={"MAX_PAYLOAD_BYTES": 1024})
 def test_the_backends_payload_cap_may_exceed_the_global_one():
-    result = tasks.echo.enqueue(["https://example.com/page/%d" % n for n in range(20_000)])
+    result = tasks.echo.enqueue([f"https://example.com/page/{n}" for n in range(20_000)])
     assert wd.get_job(result.id) is not None
     with pytest.raises(wd.InvalidInput, match=r"WATCHDOG\['MAX_PAYLOAD_BYTES'\]"):
         wd.enqueue("native", queue="q", payload="x" * 2000)

@@ -16,7 +16,9 @@ django.setup()
 from django.core import checks
 from django_watchdog import handlers
 # The task backend's checks (E1xx): the others are about this throwaway SQLite file.
-messages = [(m.id, m.msg) for m in checks.run_checks() if m.id and m.id.startswith("django_watchdog.E1")]
+messages = [
+    (m.id, m.msg) for m in checks.run_checks() if (m.id or "").startswith("django_watchdog.E1")
+]
 lanes = {lane: f"{f.__module__}.{f.__qualname__}" for lane, f in handlers.registered().items()}
 print(json.dumps({"messages": messages, "lanes": lanes}))
 """

@@ -279,6 +279,13 @@ class Command(BaseCommand):
             total += deleted
             self.stdout.write(f"deleted {deleted} jobs ({total} so far)")
         self.stdout.write(f"{total} settled jobs pruned")
+        from ...store.idle_queues import forget_idle_task_queues
+
+        forgotten = 0
+        while (batch := forget_idle_task_queues(using)) > 0:
+            forgotten += batch
+        if forgotten:
+            self.stdout.write(f"{forgotten} idle task queues forgotten")
 
     # -- confirmation --------------------------------------------------------------------
 
