@@ -223,7 +223,31 @@ def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     return warnings
 
 
+def check_backport_task_backends(
+    app_configs: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """The task backends' checks where no framework runs them: the ``django-tasks``
+    backport registers its check only when its app is installed, which Wagtail does not
+    ask for. (Django 6's ``django.tasks`` always runs them.)"""
+    from django.apps import apps
+
+    from .tasks.registration import backend_lanes
+
+    aliases = backend_lanes()
+    if not aliases or apps.is_installed("django_tasks"):
+        return []
+    from .tasks import framework
+
+    if framework.NATIVE:
+        return []
+    messages: list[checks.CheckMessage] = []
+    for alias in aliases:
+        messages.extend(framework.task_backends[alias].check())
+    return messages
+
+
 def register() -> None:
+    checks.register(check_backport_task_backends, "django_watchdog")
     checks.register(check_settings, "django_watchdog")
     checks.register(check_sqlite, "django_watchdog")
     checks.register(check_operations, "django_watchdog")

@@ -54,16 +54,18 @@ if TYPE_CHECKING or NATIVE:
 
     NAME = "django.tasks"
 else:  # pragma: no cover - Django 5.2: the django-tasks backport
-    from django_tasks import (
+    from django_tasks import task_backends
+    from django_tasks.backends.base import BaseTaskBackend
+    from django_tasks.base import (
+        TASK_MAX_PRIORITY,
+        TASK_MIN_PRIORITY,
         Task,
         TaskContext,
+        TaskError,
         TaskResult,
         TaskResultStatus,
         task,
-        task_backends,
     )
-    from django_tasks.backends.base import BaseTaskBackend
-    from django_tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, TaskError
     from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist

@@ -320,11 +320,11 @@ def test_the_django_tasks_how_to_runs_as_written(project):
     project.run("python manage.py migrate")
     every_lane, emails_only = configure.take_commands()
     assert shlex.split(every_lane.command, comments=True)[2:] == ["watchdog_worker"]
-    assert shlex.split(emails_only.command, comments=True)[3:] == ["--lane", "emails"]
+    assert shlex.split(emails_only.command, comments=True)[3:] == ["--lane", "task:emails"]
 
     _run_shell(project, configure.take_shells())
     (job,) = project.rows("SELECT * FROM watchdog_job")
-    assert (job["lane"], job["priority"], job["state"]) == ("emails", 10, "queued")
+    assert (job["lane"], job["priority"], job["state"]) == ("task:emails", 10, "queued")
     project.run(emails_only.command, "--burst")
     job = project.job(job["job_id"])
     assert (job["state"], job["outcome"], json.loads(job["result"])) == (

@@ -1,0 +1,64 @@
+"""The site's end state as JSON: pages, reference index, search index, media files, focal
+points, and the index rows of an object which no longer exists (stale)."""
+
+import json
+import os
+
+from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
+from django.core.management.base import BaseCommand
+from wagtail.images import get_image_model
+from wagtail.models import Page, ReferenceIndex
+from wagtail.search.models import IndexEntry
+
+
+def label(content_type_id: int, object_id: object) -> str:
+    model = ContentType.objects.get_for_id(content_type_id).model_class()
+    name = model._meta.label_lower
+    found = model._default_manager.filter(pk=object_id).first()
+    return f"{name}:{found}" if found is not None else f"{name}:MISSING"
+
+
+class Command(BaseCommand):
+    help = "Print the end state as JSON."
+
+    def handle(self, *args, **options):
+        pages = sorted(
+            [p.url_path, p.title, p.live, p.has_unpublished_changes]
+            for p in Page.objects.filter(depth__gt=2)
+        )
+        references = sorted(
+            [
+                label(r.base_content_type_id, r.object_id),
+                r.model_path,
+                r.content_path,
+                label(r.to_content_type_id, r.to_object_id),
+            ]
+            for r in ReferenceIndex.objects.all()
+        )
+        search = sorted(
+            [label(e.content_type_id, e.object_id), e.title] for e in IndexEntry.objects.all()
+        )
+        media = sorted(
+            os.path.relpath(os.path.join(root, name), settings.MEDIA_ROOT)
+            for root, _, names in os.walk(settings.MEDIA_ROOT)
+            for name in names
+        )
+        focal = sorted(
+            [i.title, i.focal_point_x, i.focal_point_y, i.focal_point_width, i.focal_point_height]
+            for i in get_image_model().objects.all()
+        )
+        stale = sorted(
+            [kind, *row]
+            for kind, rows in (("reference", references), ("search", search))
+            for row in rows
+            if row[0].endswith(":MISSING")
+        )
+        state = {
+            "pages": pages,
+            "references": references,
+            "search": search,
+            "media": media,
+            "focal_points": focal,
+        }
+        self.stdout.write(json.dumps({"state": state, "stale": stale}))

@@ -1,0 +1,93 @@
+"""One round of an editor's work: create, publish, edit and delete pages, images,
+documents and snippets. Deterministic, so two sites given the same rounds end alike.
+
+What is deleted at the end (the last page, author, image and document) is referenced by
+no other object's latest revision: Wagtail indexes a page's references from its latest
+revision, so a page re-indexed after an object it links to was deleted lists that link
+again, on any backend that runs tasks after the request (ImmediateBackend removed it for
+good only because the page's task had run before the delete).
+"""
+
+import io
+
+from django.core.files.base import ContentFile
+from django.core.files.images import ImageFile
+from django.core.management.base import BaseCommand
+from PIL import Image as PILImage
+from wagtail.documents import get_document_model
+from wagtail.images import get_image_model
+from wagtail.models import Page
+
+from home.models import ArticlePage, Author
+
+PAGES = 6
+EDITS = 3
+
+
+def png(seed: int) -> ImageFile:
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (64 + seed, 48), (seed * 40 % 256, 90, 160)).save(buffer, "PNG")
+    return ImageFile(buffer, name=f"picture-{seed}.png")
+
+
+class Command(BaseCommand):
+    help = "Run round N of the editor's scenario."
+
+    def add_arguments(self, parser):
+        parser.add_argument("round", type=int)
+
+    def handle(self, *args, round, **options):
+        r = round
+        Image, Document = get_image_model(), get_document_model()
+        home = Page.objects.get(depth=2)
+        authors = [Author.objects.create(name=f"r{r} author {i}") for i in range(3)]
+        images = [
+            Image.objects.create(title=f"r{r} image {i}", file=png(r * 3 + i)) for i in range(3)
+        ]
+        documents = [
+            Document.objects.create(
+                title=f"r{r} document {i}", file=ContentFile(b"notes %d" % i, name=f"r{r}-{i}.txt")
+            )
+            for i in range(2)
+        ]
+        authors[0].photo = images[0]
+        authors[0].save()
+        pages = []
+        for i in range(PAGES):
+            page = ArticlePage(
+                title=f"r{r} article {i}",
+                slug=f"r{r}-article-{i}",
+                body=f"<p>article {i}</p>",
+                image=images[i % 2],
+                document=documents[0],
+                author=authors[i % 2],
+            )
+            home.add_child(instance=page)
+            page.save_revision().publish()
+            pages.append(page)
+        for k in range(EDITS):
+            for i, page in enumerate(pages):
+                page = ArticlePage.objects.get(pk=page.pk)
+                page.title = f"r{r} article {i} v{k}"
+                linked = pages[max(i - 1, 0)].pk
+                page.body = f'<p>v{k}: see <a linktype="page" id="{linked}">article</a></p>'
+                page.image = images[(i + k) % 2]
+                page.save_revision().publish()
+            for author in authors:
+                author.name = f"{author.name}!"
+                author.save()
+            image = Image.objects.get(pk=images[0].pk)
+            image.title = f"r{r} image 0 v{k}"
+            image.focal_point_x, image.focal_point_y = 10 + k, 12 + k
+            image.focal_point_width, image.focal_point_height = 20, 20
+            image.save()
+        # A draft edit that stays unpublished, an unpublished page, and deletions.
+        draft = ArticlePage.objects.get(pk=pages[0].pk)
+        draft.title = f"r{r} article 0 draft"
+        draft.save_revision()
+        ArticlePage.objects.get(pk=pages[1].pk).unpublish()
+        ArticlePage.objects.get(pk=pages[-1].pk).delete()
+        Author.objects.get(pk=authors[-1].pk).delete()
+        Image.objects.get(pk=images[-1].pk).delete()
+        Document.objects.get(pk=documents[-1].pk).delete()
+        self.stdout.write(f"round {r} done")
