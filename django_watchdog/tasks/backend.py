@@ -125,10 +125,11 @@ class WatchdogBackend(BaseTaskBackend):
         Repeating an identical call with the same ``job_id`` returns the existing job's
         result; a different call under it raises ``JobConflict``. Without ``queue``, a task
         with a serial key (``OPTIONS["SERIAL_KEYS"]``) goes to its key's queue, and if it is
-        coalesced (``OPTIONS["COALESCE"]``) an identical call still queued there is returned
-        instead of a new job.
+        coalesced (``OPTIONS["COALESCE"]``) and ``job_id`` was not chosen, an identical call
+        still queued there is returned instead of a new job.
         """
         self.validate_task(task)
+        chosen_id = job_id is not None
         if job_id is None:
             job_id = str(uuid4())
         job_id = validation.identifier(job_id, "job_id")
@@ -165,6 +166,7 @@ class WatchdogBackend(BaseTaskBackend):
         )
         coalesce = (
             keyed is not None
+            and not chosen_id
             and task.run_after is None
             and call.path in options.coalesced(self.options)
         )

@@ -180,3 +180,16 @@ def test_the_backends_payload_cap_may_exceed_the_global_one():
     assert wd.get_job(result.id) is not None
     with pytest.raises(wd.InvalidInput, match=r"WATCHDOG\['MAX_PAYLOAD_BYTES'\]"):
         wd.enqueue("native", queue="q", payload="x" * 2000)
+
+
+@COALESCED
+def test_a_call_with_a_chosen_id_is_not_coalesced_and_a_conflict_leaves_the_transaction_usable():
+    from django_watchdog.backend import enqueue_task
+
+    first = tasks.update_object.enqueue("app", "thing", "1")
+    chosen = enqueue_task(tasks.update_object, ["app", "thing", "1"], job_id="mine")
+    assert chosen.id == "mine" != first.id
+    with transaction.atomic():
+        with pytest.raises(wd.JobConflict):
+            enqueue_task(tasks.update_object, ["app", "thing", "2"], job_id="mine")
+        assert Job.objects.count() == 2  # the transaction still answers
