@@ -28,8 +28,10 @@ from . import vendor
 
 #: Queue rows one pass deletes at most.
 IDLE_BATCH = 1_000
-#: Queues the task backend names (``tasks.mapping.PRIVATE_QUEUE_PREFIX``, ``tasks.keys``).
-TASK_QUEUE_PATTERNS = ("task:%", "task-key:%")
+#: Queues the task backend names (``tasks.mapping.PRIVATE_QUEUE_PREFIX``, ``tasks.keys``),
+#: matched by prefix and case (``substr``: SQLite's ``LIKE`` ignores case).
+TASK_QUEUE_PREFIXES = ("task:", "task-key:")
+TASK_QUEUE = "(substr(q.name, 1, 5) = %s OR substr(q.name, 1, 9) = %s)"
 
 NAMES_NO_JOB = """
        (SELECT 1 FROM watchdog_job j
@@ -43,7 +45,7 @@ NAMES_NO_JOB = """
 """
 LOCK_IDLE_POSTGRES = f"""
 SELECT q.name FROM watchdog_queue q
- WHERE (q.name LIKE %s OR q.name LIKE %s) AND {NAMES_NO_JOB}
+ WHERE {TASK_QUEUE} AND {NAMES_NO_JOB}
  ORDER BY q.name
  LIMIT %s
    FOR UPDATE OF q SKIP LOCKED
@@ -54,7 +56,7 @@ DELETE FROM watchdog_queue q WHERE q.name = ANY(%s::text[]) AND {NAMES_NO_JOB}
 DELETE_IDLE_SQLITE = f"""
 DELETE FROM watchdog_queue WHERE name IN (
     SELECT q.name FROM watchdog_queue q
-     WHERE (q.name LIKE %s OR q.name LIKE %s) AND {NAMES_NO_JOB}
+     WHERE {TASK_QUEUE} AND {NAMES_NO_JOB}
      ORDER BY q.name
      LIMIT %s)
 """
@@ -65,11 +67,11 @@ def forget_idle_task_queues(using: str, *, batch_size: int = IDLE_BATCH) -> int:
     with transaction.atomic(using=using):
         vendor.bound_lock_waits(using)
         if not vendor.is_postgres(using):
-            return vendor.execute(using, DELETE_IDLE_SQLITE, [*TASK_QUEUE_PATTERNS, batch_size])
+            return vendor.execute(using, DELETE_IDLE_SQLITE, [*TASK_QUEUE_PREFIXES, batch_size])
         locked = [
             name
             for (name,) in vendor.fetch(
-                using, LOCK_IDLE_POSTGRES, [*TASK_QUEUE_PATTERNS, batch_size]
+                using, LOCK_IDLE_POSTGRES, [*TASK_QUEUE_PREFIXES, batch_size]
             )
         ]
         if not locked:

@@ -29,7 +29,7 @@ def queue_names() -> set[str]:
 
 
 def test_only_task_queues_that_no_job_names_are_forgotten() -> None:
-    for name in ("task:idle", "task-key:t:idle", "report-7", "task:delayed"):
+    for name in ("task:idle", "task-key:t:idle", "report-7", "Task:native", "task:delayed"):
         idle_queue(name)
     wd.enqueue("queued", queue="task:queued", lane="task:x")
     wd.enqueue("running", queue="task:running", lane="task:x")
@@ -49,6 +49,7 @@ def test_only_task_queues_that_no_job_names_are_forgotten() -> None:
     assert forget_idle_task_queues("default") == 2
     assert queue_names() == {
         "report-7",
+        "Task:native",
         "task:queued",
         "task:running",
         "task:settled",
