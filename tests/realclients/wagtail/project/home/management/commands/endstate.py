@@ -1,15 +1,20 @@
 """The site's end state as JSON: pages, reference index, search index, media files, focal
-points, and the index rows of an object which no longer exists (stale)."""
+points, the index rows of an object which no longer exists (stale), and the task jobs that
+did not complete. ``--drain`` first waits (polling, with a deadline) until no task job is
+queued or running."""
 
 import json
 import os
+import time
 
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from wagtail.images import get_image_model
 from wagtail.models import Page, ReferenceIndex
 from wagtail.search.models import IndexEntry
+
+from django_watchdog.models import Job
 
 
 def label(content_type_id: int, object_id: object) -> str:
@@ -19,10 +24,23 @@ def label(content_type_id: int, object_id: object) -> str:
     return f"{name}:{found}" if found is not None else f"{name}:MISSING"
 
 
+def wait_for_drain(timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while Job.objects.filter(state__in=["queued", "running"]).exists():
+        if time.monotonic() > deadline:
+            raise CommandError(f"tasks still pending after {timeout} s")
+        time.sleep(0.2)  # polling for the drain, with a deadline
+
+
 class Command(BaseCommand):
     help = "Print the end state as JSON."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--drain", type=float, metavar="SECONDS", dest="drain_timeout")
+
+    def handle(self, *args, drain_timeout=None, **options):
+        if drain_timeout:
+            wait_for_drain(drain_timeout)
         pages = sorted(
             [p.url_path, p.title, p.live, p.has_unpublished_changes]
             for p in Page.objects.filter(depth__gt=2)
@@ -61,4 +79,9 @@ class Command(BaseCommand):
             "media": media,
             "focal_points": focal,
         }
-        self.stdout.write(json.dumps({"state": state, "stale": stale}))
+        failures = sorted(
+            [j.payload.get("function"), (j.failure_reason or "").split(":")[0]]
+            for j in Job.objects.filter(state="settled").exclude(outcome="completed")
+        )
+        report = {"state": state, "stale": stale, "failures": failures, "jobs": Job.objects.count()}
+        self.stdout.write(json.dumps(report))
