@@ -7,11 +7,11 @@ Run by scripts/real-client-wagtail with the Wagtail virtualenv's Python:
 For each database: migrate a fresh site once, copy it for the two runs (SQLite file copy,
 PostgreSQL ``CREATE DATABASE ... TEMPLATE``); run the editor's scenario round by round on
 ImmediateBackend, and on watchdog with a live worker (``--concurrency 2``) beside it,
-draining after each round; after each round the two end states must be equal, no index
-row may name a deleted object, and no task may fail but with ``DoesNotExist`` (an update
-of an object deleted before it ran; Immediate ran it before the delete). Exit 1 on any
-difference. ``--keys 0`` runs watchdog without the per-object serial keys, to show the
-race they prevent.
+draining between a round's edits and its deletes (see the scenario) and after them. After
+each round the two end states must be equal, no index row may name a deleted object, and
+no task may fail but with ``DoesNotExist`` (an update of an object deleted before it ran;
+Immediate ran it before the delete). Exit 1 on any difference. ``--keys 0`` runs watchdog
+without the per-object serial keys and coalescing.
 """
 
 from __future__ import annotations
@@ -129,8 +129,11 @@ def main() -> int:
     problems: list[str] = []
     try:
         for r in range(options.rounds):
-            immediate.manage("scenario", str(r))
-            watchdog.manage("scenario", str(r))
+            immediate.manage("scenario", str(r), "edit")
+            immediate.manage("scenario", str(r), "delete")
+            watchdog.manage("scenario", str(r), "edit")
+            watchdog.manage("endstate", "--drain", str(DRAIN_TIMEOUT))
+            watchdog.manage("scenario", str(r), "delete")
             expected = json.loads(immediate.manage("endstate", capture=True))
             got = json.loads(
                 watchdog.manage("endstate", "--drain", str(DRAIN_TIMEOUT), capture=True)
