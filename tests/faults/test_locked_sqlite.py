@@ -3,8 +3,9 @@
 SQLite has one write lock for the whole database; its busy timeout (``OPTIONS['timeout']``,
 1 s here) bounds each wait for it, then the statement fails like an outage and the worker
 backs off (up to 5 s). SIGTERM must end that backoff at once: the worker then stops within
-about two busy timeouts (the statement it is in, and its deregistration), not a backoff
-more.
+about two busy timeouts (the statement it is in, and its deregistration), well before the
+backoff it was in would have ended. The signal is sent as the longest backoff begins, so
+the verdict "sooner than the backoff" leaves seconds of slack for a loaded machine.
 """
 
 import re
@@ -15,15 +16,12 @@ import time
 import pytest
 from django.db import connection
 
+from django_watchdog.engine.backoff import BACKOFF_MAX
 from tests.acceptance.conftest import wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.faults.wait_settings"}
-#: The busy timeout of ``wait_settings``, and what the stop may take beyond two of them
-#: (a process exiting on a loaded machine).
-BUSY_TIMEOUT = 1.0
-SLACK = 1.0
 
 
 def test_sigterm_stops_a_worker_stuck_behind_a_held_write_lock(spawn_worker):
@@ -35,9 +33,10 @@ def test_sigterm_stops_a_worker_stuck_behind_a_held_write_lock(spawn_worker):
     try:
         holder.execute("BEGIN IMMEDIATE")
         # Each statement now fails after the busy timeout and the backoff doubles: signal
-        # as a 3.2 s backoff begins (the old worker slept it out before looking).
+        # as the longest backoff begins (the old worker slept it out before looking).
+        longest = re.escape(f"retry_in_s={BACKOFF_MAX:.3f}")
         wait_until(
-            lambda: re.search(r"store_unavailable .*retry_in_s=3\.200", worker.output()),
+            lambda: re.search(rf"store_unavailable .*{longest}", worker.output()),
             timeout=60,
             message="a long backoff",
         )
@@ -48,4 +47,4 @@ def test_sigterm_stops_a_worker_stuck_behind_a_held_write_lock(spawn_worker):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert took < 2 * BUSY_TIMEOUT + SLACK, f"stopped {took:.1f} s after SIGTERM"
+    assert took < BACKOFF_MAX, f"stopped {took:.1f} s after SIGTERM, not during the backoff"
