@@ -29,3 +29,39 @@ def log(level: int, event: str, /, **fields: Any) -> None:
 def job(job: Any) -> dict[str, Any]:
     """The fields that name a job in every line about it: ``log(..., **events.job(j))``."""
     return {"job_id": job.job_id, "queue": job.queue, "lane": job.lane}
+
+
+def claim_skipped(error: Any) -> None:
+    """A claimed row failed to decode (``WatchdogError``): the worker goes on with others."""
+    log(logging.ERROR, "claim_skipped", job_id=error.job_id, kind=error.kind, error=str(error))
+
+
+class Deferrals:
+    """Logs once that a step for a job waits for a lock another transaction holds (a
+    stalled or cut-off worker, until its server ends its transaction), until it is done.
+
+    Used by one thread at a time (the main loop's steps).
+    """
+
+    def __init__(self, worker_id: str) -> None:
+        self.worker_id = worker_id
+        self._logged: set[tuple[str, str]] = set()
+
+    def deferred(self, step: str, job_id: str) -> None:
+        if (step, job_id) in self._logged:
+            return
+        self._logged.add((step, job_id))
+        log(
+            logging.WARNING,
+            f"{step}_deferred",
+            job_id=job_id,
+            worker=self.worker_id,
+            why="its queue is locked by another transaction; retrying on a later pass",
+        )
+
+    def done(self, step: str, job_id: str) -> None:
+        self._logged.discard((step, job_id))
+
+    def only(self, step: str, job_ids: set[str]) -> None:
+        """Of ``step``'s deferrals, forget all but ``job_ids`` (still deferred)."""
+        self._logged -= {(s, j) for s, j in self._logged if s == step and j not in job_ids}

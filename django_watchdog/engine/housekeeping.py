@@ -32,7 +32,11 @@ def retention() -> timedelta | None:
 
 
 class Housekeeping:
-    """Called from the worker's main loop; touches the database only when something is due."""
+    """Called from the worker's main loop; touches the database only when something is due.
+
+    ``schedules`` are the periodic schedules to fire (the management command passes the
+    configured ones); none by default.
+    """
 
     def __init__(
         self,
@@ -42,13 +46,9 @@ class Housekeeping:
         schedules: dict[str, Schedule] | None = None,
         fire: FireFunction | None = None,
     ) -> None:
-        if schedules is None:
-            from ..schedules import configured
-
-            schedules = configured()
         self.using = using
         self.clock = clock
-        self.scheduler = Scheduler(schedules, fire or database_fire(using))
+        self.scheduler = Scheduler(schedules or {}, fire or database_fire(using))
         self._next_prune = 0.0
         #: Per step: its backoff, and the monotonic time before which it is not retried.
         self._failing: dict[str, tuple[Backoff, float]] = {}

@@ -73,7 +73,7 @@ def test_a_lost_claim_is_released_and_run_while_another_job_keeps_the_worker_bus
         gate.set()
         worker.stop()
         serving.join(timeout=30)
-        if worker._heart is not None:  # its connection closes as it ends, within a beat
-            worker._heart.join(timeout=10)
+        if worker.heart.thread is not None:  # its connection closes as it ends, within a beat
+            worker.heart.thread.join(timeout=10)
     assert not serving.is_alive()
     assert wd.get_job("busy").outcome == "completed"

@@ -8,6 +8,7 @@ from django.db import connection
 
 import django_watchdog as wd
 from django_watchdog import schedules
+from django_watchdog.engine.housekeeping import Housekeeping
 from django_watchdog.engine.schedules import Schedule, database_fire, tick_of
 from django_watchdog.engine.worker import WatchdogWorker, WorkerOptions
 from django_watchdog.models import Job, ScheduleState
@@ -123,7 +124,10 @@ def registered_schedule():
 def test_the_worker_enqueues_due_ticks_from_its_main_loop(registered_schedule):
     clock = Clock(at(30))
     worker = WatchdogWorker(
-        WorkerOptions(worker_id="w-1"), handlers={"other": lambda job: None}, clock=clock
+        WorkerOptions(worker_id="w-1"),
+        handlers={"other": lambda job: None},
+        clock=clock,
+        housekeeping=Housekeeping("default", clock, schedules=schedules.configured()),
     )
     worker.start(threads=False)
     worker.run_once()

@@ -9,6 +9,7 @@ from django.db import OperationalError
 from django_watchdog import OutcomeUnknown
 from django_watchdog.domain.states import Outcome
 from django_watchdog.domain.values import ClaimResult, ReconcileResult, SettleResult
+from django_watchdog.engine.ports import EngineStore
 from django_watchdog.engine.worker import WatchdogWorker, WorkerOptions
 
 
@@ -48,7 +49,7 @@ def fake_job(job_id, lane="l", payload=None, cancellation_id=None):
     )
 
 
-class FakeStore:
+class FakeStore(EngineStore):
     """Hands out queued fake jobs; records what the engine asked for."""
 
     def __init__(self, jobs=(), cancelled=()):
@@ -235,7 +236,7 @@ def test_heartbeat_reregisters_a_reaped_worker_and_flags_cancellations():
     from django_watchdog.engine.running import RunningJob
 
     running = RunningJob(fake_job("a"), claim_token="t", worker_id="w1")
-    worker._running["a"] = running
+    worker.holdings.track(running)
     worker.beat()
     assert running.cancel_requested
 
@@ -331,9 +332,9 @@ def test_recovery_judges_heartbeats_only_after_own_heartbeats_went_through_a_who
     worker._retrying(worker.run_once)
     worker.recover()
     assert store.passes[-1] == "processes", "a database failure closes the gate"
-    assert not worker._beat_now.is_set()
+    assert not worker.heart.beat_now.is_set()
     worker._retrying(worker.run_once)
-    assert worker._beat_now.is_set(), "back after a failure: the heartbeat goes out at once"
+    assert worker.heart.beat_now.is_set(), "back after a failure: the heartbeat goes out at once"
     worker.beat()
     for _ in range(4):
         worker.clock.advance(0.75)
@@ -372,13 +373,13 @@ def test_a_timed_out_run_whose_queue_is_held_is_settled_on_a_later_pass(caplog):
     running = RunningJob(fake_job("a"), claim_token="t-a", worker_id="w1")
     running.timeout = 1.0
     running.deadline = worker.clock.monotonic() + 1.0
-    worker._running["a"] = running
+    worker.holdings.track(running)
     worker.clock.advance(2.0)
     worker.enforce_timeouts()
     worker.enforce_timeouts()
     assert "a" not in store.settled and running.abandoned
     assert caplog.text.count("event=settle_timed_out_deferred job_id=a") == 1
-    del worker._running["a"]  # its thread returned meanwhile, and let the run go
+    worker.holdings.untrack([running])  # its thread returned meanwhile, and let the run go
     held[0] = False
     worker.enforce_timeouts()
     assert store.settled["a"].outcome == Outcome.OUTCOME_UNKNOWN
@@ -404,8 +405,8 @@ def test_orphans_whose_queue_is_held_are_released_on_a_later_step():
     answers = [([], [("a", "tok")]), (["a"], [])]
     store.release_lost_claims = lambda worker_id, tokens: answers.pop(0)
     worker = make_worker(store, {"l": print})
-    worker._lost_claims = {"tok"}
-    worker._release_lost_claims()
-    assert worker._lost_claims == {"tok"}, "tried again on the next step"
-    worker._release_lost_claims()
-    assert not worker._lost_claims and not answers
+    worker.holdings.lose_claim("tok")
+    worker.recovery.release_lost_claims()
+    assert worker.holdings.lost_claims() == ["tok"], "tried again on the next step"
+    worker.recovery.release_lost_claims()
+    assert not worker.holdings.lost_claims() and not answers

@@ -205,7 +205,7 @@ def test_a_lost_claim_acknowledgement_is_released_while_the_worker_stays_busy():
 
     store = LosingStore([fake_job("busy"), fake_job("b"), fake_job("orphan")], lose="b")
     worker = make_worker(store, {"l": handle}, concurrency=2)
-    worker._threads = True  # job threads claim on as they settle, as in a real worker
+    worker.jobs.threaded = True  # job threads claim on as they settle, as in a real worker
     try:
         worker.run_once()  # "busy" and "b" start; b's settle claims "orphan", unseen
         wait_for(store.lost.is_set, message="the lost acknowledgement")
@@ -229,9 +229,9 @@ def test_no_chained_claim_after_a_stop_is_requested_during_the_job():
         worker.request_stop()  # what the SIGTERM relay does
 
     worker = make_worker(store, {"l": handle})
-    worker._threads = True
+    worker.jobs.threaded = True
     first = store.claim(worker.partition, worker_id="w1")
-    worker._run_chain(worker._accept(first))
+    worker.jobs.run_chain(worker.claimer.accept(first))
     assert ran == ["a"]
     assert [job.job_id for job in store.queue] == ["b"], "b was never claimed"
 
@@ -245,13 +245,13 @@ def test_no_chained_batch_claim_after_a_stop_is_requested_during_the_batch():
         worker.request_stop()
 
     worker = make_worker(store, {"l": handle}, batch=1)
-    worker._threads = True
+    worker.batches.threaded = True
     _, claimed = store.settle_and_claim([], claim_next=worker.partition, limit=1)
     from django_watchdog.engine.batches import Batch
 
-    worker._dispatch_batch(Batch(worker._accept_all(claimed)))
+    worker.batches.dispatch(Batch(worker.claimer.accept_all(claimed)))
     wait_for(lambda: "a" in store.settled, message="a settled")
-    wait_for(lambda: not worker._batches, message="the batch thread to end")
+    wait_for(lambda: not worker.holdings.batches(), message="the batch thread to end")
     assert ran == ["a"]
     assert [job.job_id for job in store.queue] == ["b"]
     assert store.batches[-1][2] == 0, "the last write claimed nothing"
@@ -282,7 +282,7 @@ def test_the_heartbeat_thread_survives_an_error_that_is_not_the_databases():
     store = FlakyHeartbeatStore([])
     worker = make_worker(store, {}, heartbeat_interval=0.01, worker_timeout=1.0)
     beats = len(store.heartbeats)
-    heart = threading.Thread(target=worker._heartbeat_loop, daemon=True)
+    heart = threading.Thread(target=worker.heart.loop, daemon=True)
     heart.start()
     try:
         wait_for(lambda: len(store.heartbeats) >= beats + 2, message="beats after the error")

@@ -13,9 +13,13 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from ...domain import validation
 from ...domain.errors import InvalidInput
+from ...engine.clock import SystemClock
+from ...engine.housekeeping import Housekeeping
 from ...engine.stopping import stop_on_signals
 from ...engine.worker import WatchdogWorker, WorkerOptions
 from ...handlers import HandlerFunction, registered
+from ...handlers import options as lane_options
+from ...schedules import configured
 from ...store.batches import BATCH_MAX
 from ...store.sessions import configure_worker_connections
 
@@ -159,6 +163,7 @@ class Command(BaseCommand):
         if options["metrics_port"] is not None:
             handlers, metrics_line = self._serve_metrics(handlers, using, options)
         extra = {"worker_id": worker_id} if worker_id else {}
+        clock = SystemClock()
         worker = WatchdogWorker(
             WorkerOptions(
                 lanes=lanes,
@@ -171,7 +176,10 @@ class Command(BaseCommand):
                 **extra,
             ),
             handlers=handlers,
+            lane_options={lane: lane_options(lane) for lane in handlers},
+            housekeeping=Housekeeping(using, clock, schedules=configured()),
             using=using,
+            clock=clock,
         )
         if not worker.lanes:
             raise CommandError(

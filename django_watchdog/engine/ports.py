@@ -1,0 +1,145 @@
+"""What the engine needs from outside it, typed as protocols: the store's verbs, a lane's
+options. The worker is built on these alone; the management command hands in the real
+ones (``store.worker_store.WorkerStore``, the handler registry's options) and the unit
+tests hand in fakes that declare these protocols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from ..domain.errors import WatchdogError
+from ..domain.retries import RetryPolicy
+from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
+from ..store.batches import Settlement
+from ..store.claims import Partition
+from ..store.workers import Registered
+
+
+class EngineStore(Protocol):
+    """The store verbs the worker calls, bound to one database.
+
+    Each is one short transaction or less and waits for a lock at most
+    ``WATCHDOG['LOCK_TIMEOUT']``: ``claim``, ``settle`` and ``settle_and_claim`` then raise
+    ``LockBusy`` (nothing changed); the others skip what they could not lock.
+    """
+
+    def claim(
+        self, partition: Partition, *, worker_id: str, token: str | None = None
+    ) -> ClaimResult:
+        """Claim the best ready job of ``partition`` for ``worker_id``."""
+        ...
+
+    def settle(
+        self,
+        job_id: str,
+        claim_token: str,
+        decision: Decision,
+        *,
+        claim_next: Partition | None = None,
+        worker_id: str | None = None,
+        token: str | None = None,
+    ) -> tuple[SettleResult, ClaimResult | WatchdogError | None]:
+        """Settle with the claim token; with ``claim_next``, claim in the same transaction."""
+        ...
+
+    def settle_and_claim(
+        self,
+        settlements: Sequence[Settlement],
+        *,
+        release: Sequence[tuple[str, str]] = (),
+        claim_next: Partition | None = None,
+        limit: int = 0,
+        worker_id: str | None = None,
+        token: str | None = None,
+    ) -> tuple[list[SettleResult], list[ClaimResult | WatchdogError]]:
+        """Settle a batch, release never-started jobs, claim up to ``limit``: one transaction."""
+        ...
+
+    def promote_due(self, *, now: datetime) -> int:
+        """Move delayed jobs due at ``now`` into their queues; how many."""
+        ...
+
+    def next_due(self) -> datetime | None:
+        """When the next delayed job is due, if any."""
+        ...
+
+    def retries_pending(self, partition: Partition) -> bool:
+        """Whether a job of ``partition`` waits to be retried."""
+        ...
+
+    def disappeared_claims(
+        self,
+        *,
+        timeout: float,
+        dead_workers: Sequence[str] = (),
+        alive_workers: Sequence[str] = (),
+    ) -> list[tuple[str, str]]:
+        """(job id, claim token) of claims whose worker disappeared."""
+        ...
+
+    def claims_of(self, workers: Sequence[str]) -> list[tuple[str, str]]:
+        """(job id, claim token) of the running jobs of ``workers``."""
+        ...
+
+    def reconcile_all(self, found: Sequence[tuple[str, str]]) -> list[ReconcileResult]:
+        """Reconcile each disappeared claim (SPEC §4.8)."""
+        ...
+
+    def release_lost_claims(
+        self, worker_id: str, tokens: Sequence[str]
+    ) -> tuple[list[str], list[tuple[str, str]]]:
+        """Put back jobs claimed under these token prefixes: (released, deferred)."""
+        ...
+
+    def workers_on_host(self, host: str) -> list[Registered]:
+        """The worker rows registered from ``host``."""
+        ...
+
+    def register(
+        self,
+        worker_id: str,
+        *,
+        started_at: datetime,
+        lanes: Sequence[str],
+        exclude_lanes: Sequence[str],
+        concurrency: int,
+    ) -> None:
+        """Write (or rewrite) this worker's row."""
+        ...
+
+    def heartbeat(self, worker_id: str) -> bool:
+        """Refresh the worker's heartbeat; ``False`` if its row was reaped."""
+        ...
+
+    def deregister(self, worker_id: str) -> None:
+        """Delete the worker's row."""
+        ...
+
+    def reap(self, *, timeout: float) -> int:
+        """Delete long-silent workers' rows; how many."""
+        ...
+
+    def cancellations(self, job_ids: Iterable[str]) -> set[str]:
+        """Which of ``job_ids`` have a recorded cancellation intent."""
+        ...
+
+    def lanes_without_handler(self, handled: Sequence[str]) -> list[str]:
+        """Lanes with queued work that are not in ``handled``."""
+        ...
+
+    def release_connection(self) -> None:
+        """Close the calling thread's connection."""
+        ...
+
+
+class LaneOptions(Protocol):
+    """A lane's defaults, as registered with its handler."""
+
+    @property
+    def retry(self) -> RetryPolicy | None: ...
+
+    @property
+    def timeout(self) -> float | None: ...
