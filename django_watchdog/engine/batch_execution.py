@@ -17,7 +17,7 @@ from ..store.batches import Settlement
 from . import events
 from .batches import Batch, Decided
 from .execution import Runner
-from .settling import log_settle, worker_error_decision
+from .settling import announce_settle, worker_error_decision
 
 BatchWritten = tuple[list[SettleResult], list[ClaimResult | WatchdogError]]
 
@@ -92,7 +92,7 @@ class BatchRunner(Runner):
             duration = self.clock.monotonic() - started
             if decision.retry_at is not None:
                 settled, _ = self.settler.settle(running, decision, None)
-                log_settle(running, decision, settled, duration)
+                announce_settle(running, decision, settled, duration)
                 self.holdings.untrack([running])
                 continue
             batch.decide(Decided(running, decision, duration))
@@ -111,7 +111,7 @@ class BatchRunner(Runner):
         try:
             settled, claimed = self._write(decided, settlements, release, claim=claim)
             for done, result in zip(decided, settled, strict=True):
-                log_settle(done.running, done.decision, result, done.duration)
+                announce_settle(done.running, done.decision, result, done.duration)
             for running in unstarted:
                 events.log(logging.INFO, "claim_released", **events.job(running), why="unstarted")
             jobs = self.claimer.accept_all(claimed)

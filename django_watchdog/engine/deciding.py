@@ -16,13 +16,18 @@ from ..domain.errors import WatchdogError
 from ..domain.retries import RetryPolicy
 from ..domain.states import Outcome
 from ..domain.values import Decision
-from . import events
+from . import coroutines, events, hooks
 from .clock import Clock
 from .ports import LaneOptions
 from .running import RunningJob
 from .settling import worker_error_decision
 
 Handler = Callable[[RunningJob], Any]
+
+
+def timed_out(running: RunningJob) -> Decision:
+    """A run that stopped (returned, or its coroutine was cancelled) after its timeout."""
+    return Decision.failed(f"TimeoutError: stopped after its {running.timeout} s timeout")
 
 
 class Decider:
@@ -44,12 +49,19 @@ class Decider:
         return None if options is None else options.timeout
 
     def decide(self, running: RunningJob) -> Decision | None:
-        """Run the lane's handler: its decision, or ``None`` if the run was abandoned."""
+        """Run the lane's handler: its decision, or ``None`` if the run was abandoned.
+
+        An ``async def`` handler runs in an event loop of its own in this thread; a
+        cancellation intent or the timeout cancels its task (engine/coroutines.py).
+        """
         handler = self.handlers[running.lane]
         warning = None
+        hooks.started(running, handler)
         try:
-            value = handler(running)
+            value = coroutines.run_to_end(handler(running), running)
         except BaseException as error:  # noqa: BLE001 - every failure is the job's outcome
+            if not coroutines.stopped(error, running):  # the worker's own cancellation
+                running.error = error
             decision = self._decide_failure(running, error)
         else:
             try:
@@ -57,9 +69,7 @@ class Decider:
             except Exception as error:  # noqa: BLE001 - a result must not kill the thread
                 decision = worker_error_decision(error)
             if running.timed_out:
-                decision = Decision.failed(
-                    f"TimeoutError: stopped after its {running.timeout} s timeout"
-                )
+                decision = timed_out(running)
         if running.abandoned:
             events.log(
                 logging.WARNING,
@@ -73,6 +83,9 @@ class Decider:
         return decision
 
     def _decide_failure(self, running: RunningJob, error: BaseException) -> Decision:
+        if coroutines.stopped(error, running):
+            # The worker cancelled the coroutine: for its timeout, or a cancellation intent.
+            return timed_out(running) if running.timed_out else Decision(outcome=Outcome.CANCELLED)
         decision = decisions.from_exception(error)
         policy = self._retry_policy(running)
         if (
@@ -88,15 +101,17 @@ class Decider:
                 traceback=decision.traceback,
                 retry_at=self.clock.now() + timedelta(seconds=delay),
             )
+        # The settle's line says whether this was final (ERROR, with the traceback) or
+        # will be retried (WARNING): this one only records the attempt.
         events.log(
-            logging.WARNING,
+            logging.INFO,
             "handler_raised",
             **events.job(running),
             attempt=running.attempts,
             reason=decision.failure_reason or type(error).__name__,
             retry_at=decision.retry_at.isoformat() if decision.retry_at else None,
         )
-        logging.getLogger("django_watchdog.handler").warning(
+        logging.getLogger("django_watchdog.handler").debug(
             "job %s raised:\n%s", running.job_id, decision.traceback
         )
         return decision

@@ -1,4 +1,10 @@
-"""One structured ``key=value`` log line per claim, settle, conflict, recovery and lane problem."""
+"""One structured log line per claim, settle, conflict, recovery and lane problem.
+
+Each line reads ``event=<event> key=value ...`` and carries the same fields as ``extra``
+data (``record.event``, ``record.job_id``, ...), so a JSON formatter picks them out without
+parsing the text. A field whose name a ``LogRecord`` already uses gets a ``watchdog_``
+prefix in ``extra``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,14 @@ import logging
 from typing import Any
 
 logger = logging.getLogger("django_watchdog.worker")
+
+#: Attribute names every ``LogRecord`` has: ``extra`` must not overwrite them.
+RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message",
+    "asctime",
+}
+
+ExcInfo = BaseException | None
 
 
 def _format(value: Any) -> str:
@@ -17,13 +31,20 @@ def _format(value: Any) -> str:
     return text
 
 
-def log(level: int, event: str, /, **fields: Any) -> None:
-    """Log ``event=<event>`` followed by ``fields`` in order, skipping ``None`` values."""
+def log(level: int, event: str, /, *, exc_info: ExcInfo = None, **fields: Any) -> None:
+    """Log ``event=<event>`` followed by ``fields`` in order, skipping ``None`` values;
+    ``exc_info``: an exception whose traceback the line carries."""
     if not logger.isEnabledFor(level):
         return
+    kept = {key: value for key, value in fields.items() if value is not None}
     parts = [f"event={event}"]
-    parts.extend(f"{key}={_format(value)}" for key, value in fields.items() if value is not None)
-    logger.log(level, " ".join(parts))
+    parts.extend(f"{key}={_format(value)}" for key, value in kept.items())
+    extra = {"event": event}
+    extra.update(
+        (f"watchdog_{key}" if key in RECORD_ATTRIBUTES else key, value)
+        for key, value in kept.items()
+    )
+    logger.log(level, " ".join(parts), extra=extra, exc_info=exc_info)
 
 
 def job(job: Any) -> dict[str, Any]:

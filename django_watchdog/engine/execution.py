@@ -18,7 +18,7 @@ from .clock import Clock
 from .deciding import Decider
 from .holdings import Holdings
 from .running import RunningJob
-from .settling import Settler, log_settle
+from .settling import Settler, announce_settle
 from .threads import JobThreads
 
 
@@ -104,5 +104,5 @@ class JobRunner(Runner):
             return None
         claim_next = self.claimer.partition if chain and self.wants_work() else None
         settled, claimed = self.settler.settle(running, decision, claim_next)
-        log_settle(running, decision, settled, self.clock.monotonic() - started)
+        announce_settle(running, decision, settled, self.clock.monotonic() - started)
         return claimed

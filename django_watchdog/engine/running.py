@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,10 @@ class RunningJob:
         self.timed_out = False
         #: Set when the worker gave up on this run (timeout): its result is discarded.
         self.abandoned = False
+        #: The handler this run called, once called (``job_started`` was sent).
+        self.handler: Callable[..., Any] | None = None
+        #: What the handler raised, if it raised: the final failure's log line carries it.
+        self.error: BaseException | None = None
         self._cancel = threading.Event()
         if job.cancellation_id is not None:
             self._cancel.set()

@@ -23,7 +23,7 @@ from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, SettleResult
 from ..store.claims import Partition, new_claim_token
 from ..store.worker_store import LockBusy
-from . import events
+from . import events, hooks
 from .backoff import Backoff
 from .gate import RecoveryGate
 from .ports import EngineStore
@@ -49,22 +49,36 @@ def worker_error_decision(error: Exception) -> Decision:
     )
 
 
-def log_settle(
+#: The level of a settle's log line, by the outcome stored (``retrying``: going back to
+#: wait for a retry). A final failure is an ERROR, once per job, with its exception.
+SETTLE_LEVELS = {
+    "completed": logging.INFO,
+    "cancelled": logging.INFO,
+    "retrying": logging.WARNING,
+    "outcome_unknown": logging.WARNING,
+    "failed": logging.ERROR,
+}
+
+
+def announce_settle(
     running: RunningJob, decision: Decision, settled: SettleResult, duration: float
 ) -> None:
-    """One line per settle: its outcome, or the conflict that fenced it out."""
+    """Log a settle (its outcome, or the conflict that fenced it out) and send
+    ``job_finished``; after the settle's transaction, never inside it."""
     job = settled.job
+    outcome: str | None = None
     if settled.status in ("settled", "replayed", "retrying") and job is not None:
         outcome = job.outcome or "retrying"
-        quiet = outcome in ("completed", "cancelled")
         events.log(
-            logging.DEBUG if quiet else logging.INFO,
+            SETTLE_LEVELS.get(outcome, logging.INFO),
             "settle",
             **events.job(running),
             outcome=outcome,
             reason=job.failure_reason,
             duration_s=duration,
             retry_at=job.retry_at.isoformat() if job.retry_at else None,
+            worker=running.worker_id,
+            exc_info=running.error if outcome in ("failed", "retrying") else None,
         )
     else:
         events.log(
@@ -74,7 +88,9 @@ def log_settle(
             status=settled.status,
             decided=decision.outcome.value,
             duration_s=duration,
+            worker=running.worker_id,
         )
+    hooks.finished(running, outcome, duration)
 
 
 class Settler:
@@ -227,6 +243,6 @@ class Settler:
         decision = worker_error_decision(error)
         try:
             settled, _ = self.settle(running, decision, None)
-            log_settle(running, decision, settled, 0.0)
+            announce_settle(running, decision, settled, 0.0)
         except Exception:  # noqa: BLE001 - recovery resolves it once this worker stops
             logger.exception("job %s could not be settled", running.job_id)

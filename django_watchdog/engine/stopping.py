@@ -10,6 +10,7 @@ once.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from .worker import WatchdogWorker
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+logger = logging.getLogger("django_watchdog.worker")
 
 
 @contextmanager
@@ -67,18 +70,19 @@ def _stop(worker: WatchdogWorker, signum: signal.Signals) -> None:
     """Act on the signal first, then say so: a message that cannot be written (stderr a
     closed pipe) must not stop the signal from stopping the worker."""
     if worker.stop_requested:
-        _say(b"second signal: exiting at once\n")
+        _say(f"second signal: exiting at once ({signum.name})", signum, "exit_now")
         os._exit(128 + signum)
     worker.request_stop()
     # Safe here (a thread, not a signal handler): stop claiming, wake the main loop, and
     # end a backoff it is sleeping through (an outage, a SQLite write lock held elsewhere).
     worker.stop()
-    _say(f"{signum.name}: finishing running jobs\n".encode())
+    _say(f"{signum.name}: finishing running jobs", signum, "stop_requested")
 
 
-def _say(message: bytes) -> None:
-    """Write to stderr if it can be written to; never raise."""
+def _say(message: str, signum: signal.Signals, event: str) -> None:
+    """Log the worker's answer to a signal (``event`` and ``signal`` as ``extra``); never
+    raise: logging reports a stream it cannot write to and goes on."""
     try:
-        os.write(2, message)
-    except OSError:  # noqa: S110 - a closed or full stderr loses the message, nothing else
+        logger.warning(message, extra={"event": event, "signal": signum.name})
+    except Exception:  # noqa: BLE001, S110 - a message lost must not keep the worker alive
         pass

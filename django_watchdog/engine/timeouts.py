@@ -21,7 +21,7 @@ from .clock import Clock
 from .holdings import Holdings
 from .options import WorkerOptions
 from .running import RunningJob
-from .settling import Settler, log_settle
+from .settling import Settler, announce_settle
 
 
 class Timeouts:
@@ -84,7 +84,7 @@ class Timeouts:
             return
         self._deferrals.done("settle_timed_out", running.job_id)
         stuck = self.holdings.abandon(running)
-        log_settle(running, decision, settled, running.timeout or 0.0)
+        announce_settle(running, decision, settled, running.timeout or 0.0)
         for batch in stuck:
             batch.stuck = True
             self._flush(batch)  # the rest of it must not wait on this one

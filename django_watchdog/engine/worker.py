@@ -158,6 +158,16 @@ class WatchdogWorker:
         self._retrying(self.recover)
         self._retrying(self.report_unserved_lanes)
         self.jobs.threaded = self.batches.threaded = threads
+        events.log(
+            logging.INFO,
+            "worker_started",
+            worker=self.worker_id,
+            lanes=",".join(self.lanes),
+            excluded=",".join(self.options.exclude_lanes) or None,
+            concurrency=self.options.concurrency,
+            batch=self.batch_size,
+            burst=self.options.burst or None,
+        )
         if threads:
             self.heart.start()
             self._waker = make_waker(self.using, self.wake, lambda: self.free_slots() > 0)

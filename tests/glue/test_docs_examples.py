@@ -101,6 +101,7 @@ SETUPS: dict[str, Callable[[], dict[str, Any]]] = {
     "how-to/recover.md:how-to": dict,
     "how-to/schedules.md:how-to": dict,
     "how-to/operations.md:how-to": dict,
+    "how-to/logs-and-signals.md:how-to": dict,
 }
 
 

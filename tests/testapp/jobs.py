@@ -5,6 +5,7 @@ pid, recovery count), so a test can check from outside that every job ran exactl
 that runs of one queue never overlapped.
 """
 
+import asyncio
 import json
 import os
 import time
@@ -173,3 +174,22 @@ def poison(job):
     if kind == "nul-unknown":
         raise OutcomeUnknown("gateway said \x00")
     return POISON[kind]()
+
+
+@handler("t-async", retry=RetryPolicy(max_attempts=2, backoff=0.1, jitter=0))
+async def run_async(job):
+    """``async def``: ``mode`` ``fail`` raises (retried once), ``wait`` awaits until the
+    worker cancels it (recording that); anything else returns after an ``await``."""
+    _record(job, "start", attempt=job.attempts)
+    mode = (job.payload or {}).get("mode")
+    if mode == "fail":
+        raise ConnectionError(f"attempt {job.attempts} failed")
+    if mode == "wait":
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            _record(job, "end", cancelled=True)
+            raise
+    await asyncio.sleep(0.01)
+    _record(job, "end", cancelled=False)
+    return {"async": job.job_id}

@@ -165,12 +165,16 @@ class FakeStore(EngineStore):
         pass
 
 
-def make_worker(store, handlers, **options):
+def make_worker(store, handlers, *, lane_options=None, **options):
     options.setdefault("heartbeat_interval", 1.0)
     options.setdefault("worker_timeout", 3.0)
     options.setdefault("shutdown_grace", 0.1)
     worker = WatchdogWorker(
-        WorkerOptions(worker_id="w1", **options), handlers=handlers, store=store, clock=FakeClock()
+        WorkerOptions(worker_id="w1", **options),
+        handlers=handlers,
+        lane_options=lane_options,
+        store=store,
+        clock=FakeClock(),
     )
     worker.start(threads=False)
     return worker

@@ -1,0 +1,103 @@
+"""``async def`` handlers, run by the worker in an event loop of the job's thread: their
+return value, exceptions and retries, and cancellation by timeout or intent."""
+
+import asyncio
+import threading
+
+from django_watchdog import RetryPolicy
+from django_watchdog.domain.states import Outcome
+from django_watchdog.handlers import HandlerOptions
+
+from .test_engine import FakeStore, fake_job, make_worker
+from .test_engine_deadlines import TIMEOUT, threaded_worker
+from .test_engine_faults import wait_for
+
+
+async def echo(job):
+    await asyncio.sleep(0)
+    return {"echo": job.payload, "thread": threading.current_thread().name}
+
+
+def test_an_async_handler_returns_its_value_as_the_result():
+    store = FakeStore([fake_job("a", payload="x")])
+    make_worker(store, {"l": echo}).run_once()
+    assert store.settled["a"].outcome == Outcome.COMPLETED
+    assert store.settled["a"].result == {"echo": "x", "thread": "MainThread"}
+
+
+def test_an_async_handler_that_raises_fails_or_is_retried_by_its_policy():
+    async def handle(job):
+        await asyncio.sleep(0)
+        raise ConnectionError("no route")
+
+    store = FakeStore([fake_job("a")])
+    make_worker(store, {"l": handle}).run_once()
+    assert store.settled["a"].outcome == Outcome.FAILED
+    assert store.settled["a"].failure_reason == "ConnectionError: no route"
+    assert "Traceback" in store.settled["a"].traceback
+    store = FakeStore([fake_job("b")])
+    retry = {"l": HandlerOptions(retry=RetryPolicy(max_attempts=3, backoff=1, jitter=0))}
+    make_worker(store, {"l": handle}, lane_options=retry).run_once()
+    assert store.settled["b"].retry_at is not None, "sent back to wait for its retry"
+
+
+def test_an_async_handler_past_its_timeout_is_cancelled_and_fails_for_it():
+    reached = []
+    started = threading.Event()
+
+    async def handle(job):
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            reached.append("cancelled")
+            raise
+
+    store = FakeStore([fake_job("a")])
+    worker = threaded_worker(store, handle)
+    worker.run_once()
+    wait_for(started.is_set, message="a to start")
+    worker.clock.advance(TIMEOUT + 0.01)
+    worker.enforce_timeouts()
+    wait_for(lambda: "a" in store.settled, message="a to settle")
+    assert reached == ["cancelled"]
+    assert store.settled["a"].outcome == Outcome.FAILED
+    assert store.settled["a"].failure_reason == "TimeoutError: stopped after its 1.0 s timeout"
+
+
+def test_a_cancellation_intent_cancels_a_running_async_handler():
+    started = threading.Event()
+
+    async def handle(job):
+        started.set()
+        await asyncio.sleep(60)
+
+    store = FakeStore([fake_job("a")])
+    worker = threaded_worker(store, handle, timeout=None)
+    worker.run_once()
+    wait_for(started.is_set, message="a to start")
+    store.cancelled.add("a")
+    worker.beat()  # what the heartbeat thread does every period
+    wait_for(lambda: "a" in store.settled, message="a to settle")
+    assert store.settled["a"].outcome == Outcome.CANCELLED
+
+
+def test_an_async_handler_that_catches_the_cancellation_and_returns_completes_late():
+    started = threading.Event()
+
+    async def handle(job):
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            return "cleaned up"
+
+    store = FakeStore([fake_job("a")])
+    worker = threaded_worker(store, handle, timeout=None)
+    worker.run_once()
+    wait_for(started.is_set, message="a to start")
+    store.cancelled.add("a")
+    worker.beat()
+    wait_for(lambda: "a" in store.settled, message="a to settle")
+    # The store turns any outcome into cancelled when an intent was recorded (SPEC §4.5).
+    assert store.settled["a"].result == "cleaned up"
