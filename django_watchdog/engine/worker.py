@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import DatabaseError
@@ -27,7 +27,6 @@ from ..domain.errors import WatchdogError
 from ..store.claims import Partition
 from ..store.worker_store import WorkerStore
 from . import events
-from .backoff import Backoff
 from .batch_execution import BatchRunner
 from .batches import Batch
 from .claiming import Claimer
@@ -43,6 +42,7 @@ from .ports import EngineStore, LaneOptions
 from .recovery import Recovery
 from .running import RunningJob
 from .settling import Settler
+from .steps import Steps
 from .threads import JobThreads
 from .timeouts import Timeouts
 from .wakeup import Waker, make_waker
@@ -147,7 +147,11 @@ class WatchdogWorker:
         )
         self._waker: Waker | None = None
         self._warned_lanes: set[str] = set()
-        self._backoff = Backoff()
+        self._steps = Steps(
+            self.store, worker_id=self.worker_id, gate=self.gate, stopping=self._stopping
+        )
+        #: Run a main-loop step through errors (engine/steps.py).
+        self._retrying = self._steps.run
         self._promote_at = 0.0  # monotonic time of the next look for due delayed jobs
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -287,7 +291,7 @@ class WatchdogWorker:
             self._promote_at = self.clock.monotonic() + self.options.timing("poll_interval")
             if promoted and self.free_slots():
                 started += self._claim_into_free_slots()
-        self._backoff.succeeded()
+        self._steps.backoff.succeeded()
         return started
 
     def _claim_into_free_slots(self) -> int:
@@ -387,43 +391,3 @@ class WatchdogWorker:
         started) are released by the main loop's next step, which this wakes."""
         self.holdings.lose_claim(token)
         self.wake.set()
-
-    # -- faults --------------------------------------------------------------------------
-
-    def _retrying(self, step: Callable[[], Any]) -> Any:
-        """Run ``step``; on an error log it, back off (reconnecting), and return 0.
-
-        Database errors are expected (restarts, network cuts); anything else is a bug
-        somewhere, logged with its traceback, but the worker keeps serving other jobs.
-        """
-        name = getattr(step, "__name__", "step")
-        try:
-            done = step()
-        except DatabaseError as error:
-            self.gate.failed()
-            delay = self._backoff.failed()
-            events.log(
-                logging.WARNING,
-                "store_unavailable",
-                worker=self.worker_id,
-                step=name,
-                error=repr(error),
-                retry_in_s=delay,
-            )
-            self.store.release_connection()
-        except Exception as error:  # noqa: BLE001 - log and back off; never crash-loop
-            delay = self._backoff.failed()
-            events.log(
-                logging.ERROR,
-                "step_failed",
-                worker=self.worker_id,
-                step=name,
-                error=repr(error),
-                retry_in_s=delay,
-            )
-            logger.exception("worker step %s failed", name)
-        else:
-            self.gate.succeeded()
-            return done
-        self._stopping.wait(delay)
-        return 0

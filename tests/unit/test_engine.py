@@ -278,7 +278,7 @@ def test_database_errors_back_off_instead_of_crashing():
     assert worker._retrying(worker.run_once) == 0
     assert waits == [0.1, 0.2]
     worker._retrying(worker.run_once)
-    assert worker._backoff.delay == 0.0, "a success resets the backoff"
+    assert worker._steps.backoff.delay == 0.0, "a success resets the backoff"
 
 
 def test_a_batch_is_claimed_at_once_run_in_order_and_settled_together():
