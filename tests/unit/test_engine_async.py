@@ -65,12 +65,17 @@ def test_an_async_handler_past_its_timeout_is_cancelled_and_fails_for_it():
     assert store.settled["a"].failure_reason == "TimeoutError: stopped after its 1.0 s timeout"
 
 
-def test_a_cancellation_intent_cancels_a_running_async_handler():
+def _cancelled_by_intent(on_cancel):
+    """Run an async handler awaiting a long sleep, record an intent for it, beat: the
+    decision it settles with. ``on_cancel`` decides what the handler does when cancelled."""
     started = threading.Event()
 
     async def handle(job):
         started.set()
-        await asyncio.sleep(60)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            return on_cancel()
 
     store = FakeStore([fake_job("a")])
     worker = threaded_worker(store, handle, timeout=None)
@@ -79,25 +84,16 @@ def test_a_cancellation_intent_cancels_a_running_async_handler():
     store.cancelled.add("a")
     worker.beat()  # what the heartbeat thread does every period
     wait_for(lambda: "a" in store.settled, message="a to settle")
-    assert store.settled["a"].outcome == Outcome.CANCELLED
+    return store.settled["a"]
+
+
+def test_a_cancellation_intent_cancels_a_running_async_handler():
+    def reraise():
+        raise asyncio.CancelledError
+
+    assert _cancelled_by_intent(reraise).outcome == Outcome.CANCELLED
 
 
 def test_an_async_handler_that_catches_the_cancellation_and_returns_completes_late():
-    started = threading.Event()
-
-    async def handle(job):
-        started.set()
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            return "cleaned up"
-
-    store = FakeStore([fake_job("a")])
-    worker = threaded_worker(store, handle, timeout=None)
-    worker.run_once()
-    wait_for(started.is_set, message="a to start")
-    store.cancelled.add("a")
-    worker.beat()
-    wait_for(lambda: "a" in store.settled, message="a to settle")
     # The store turns any outcome into cancelled when an intent was recorded (SPEC §4.5).
-    assert store.settled["a"].result == "cleaned up"
+    assert _cancelled_by_intent(lambda: "cleaned up").result == "cleaned up"
