@@ -70,6 +70,12 @@ def registered() -> dict[str, HandlerFunction]:
     return dict(_registry)
 
 
+def registered_options() -> dict[str, HandlerOptions]:
+    """A copy of every registered lane's defaults: lane → retry and timeout (what a worker
+    is given as ``lane_options``)."""
+    return dict(_options)
+
+
 def options(lane: str) -> HandlerOptions:
     """The retry and timeout defaults registered with ``lane``'s handler."""
     return _options.get(lane, NO_OPTIONS)

@@ -17,8 +17,7 @@ from ...engine.clock import SystemClock
 from ...engine.housekeeping import Housekeeping
 from ...engine.stopping import stop_on_signals
 from ...engine.worker import WatchdogWorker, WorkerOptions
-from ...handlers import HandlerFunction, registered
-from ...handlers import options as lane_options
+from ...handlers import HandlerFunction, registered, registered_options
 from ...schedules import configured
 from ...store.batches import BATCH_MAX
 from ...store.sessions import configure_worker_connections
@@ -176,7 +175,7 @@ class Command(BaseCommand):
                 **extra,
             ),
             handlers=handlers,
-            lane_options={lane: lane_options(lane) for lane in handlers},
+            lane_options=registered_options(),
             housekeeping=Housekeeping(using, clock, schedules=configured()),
             using=using,
             clock=clock,
