@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from typing import Any
 
 from ..domain import decisions
@@ -86,21 +85,13 @@ class Decider:
         if coroutines.stopped(error, running):
             # The worker cancelled the coroutine: for its timeout, or a cancellation intent.
             return timed_out(running) if running.timed_out else Decision(outcome=Outcome.CANCELLED)
-        decision = decisions.from_exception(error)
-        policy = self._retry_policy(running)
-        if (
-            decision.outcome == Outcome.FAILED
-            and policy is not None
-            and policy.retries(error, running.attempts)
-            and not running.cancel_requested
-        ):
-            delay = policy.delay(running.attempts)
-            decision = Decision(
-                outcome=Outcome.FAILED,
-                failure_reason=decision.failure_reason,
-                traceback=decision.traceback,
-                retry_at=self.clock.now() + timedelta(seconds=delay),
-            )
+        decision = decisions.after_failure(
+            error,
+            policy=self._retry_policy(running),
+            attempts=running.attempts,
+            cancel_requested=running.cancel_requested,
+            now=self.clock.now(),
+        )
         # The settle's line says whether this was final (ERROR, with the traceback) or
         # will be retried (WARNING): this one only records the attempt.
         events.log(
