@@ -41,33 +41,10 @@ def test_an_async_handler_that_raises_fails_or_is_retried_by_its_policy():
     assert store.settled["b"].retry_at is not None, "sent back to wait for its retry"
 
 
-def test_an_async_handler_past_its_timeout_is_cancelled_and_fails_for_it():
-    reached = []
-    started = threading.Event()
-
-    async def handle(job):
-        started.set()
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            reached.append("cancelled")
-            raise
-
-    store = FakeStore([fake_job("a")])
-    worker = threaded_worker(store, handle)
-    worker.run_once()
-    wait_for(started.is_set, message="a to start")
-    worker.clock.advance(TIMEOUT + 0.01)
-    worker.enforce_timeouts()
-    wait_for(lambda: "a" in store.settled, message="a to settle")
-    assert reached == ["cancelled"]
-    assert store.settled["a"].outcome == Outcome.FAILED
-    assert store.settled["a"].failure_reason == "TimeoutError: stopped after its 1.0 s timeout"
-
-
-def _cancelled_by_intent(on_cancel):
-    """Run an async handler awaiting a long sleep, record an intent for it, beat: the
-    decision it settles with. ``on_cancel`` decides what the handler does when cancelled."""
+def _cancelled(on_cancel, *, timeout, cancel):
+    """Run an async handler awaiting a long sleep until ``cancel(worker, store)`` has the
+    worker cancel it: the decision it settles with. ``on_cancel`` runs in the handler when
+    its task is cancelled (re-raise, or return a value)."""
     started = threading.Event()
 
     async def handle(job):
@@ -78,22 +55,45 @@ def _cancelled_by_intent(on_cancel):
             return on_cancel()
 
     store = FakeStore([fake_job("a")])
-    worker = threaded_worker(store, handle, timeout=None)
+    worker = threaded_worker(store, handle, timeout=timeout)
     worker.run_once()
     wait_for(started.is_set, message="a to start")
-    store.cancelled.add("a")
-    worker.beat()  # what the heartbeat thread does every period
+    cancel(worker, store)
     wait_for(lambda: "a" in store.settled, message="a to settle")
     return store.settled["a"]
+
+
+def _past_the_deadline(worker, store):
+    worker.clock.advance(TIMEOUT + 0.01)
+    worker.enforce_timeouts()
+
+
+def _by_intent(worker, store):
+    store.cancelled.add("a")
+    worker.beat()  # what the heartbeat thread does every period
+
+
+def test_an_async_handler_past_its_timeout_is_cancelled_and_fails_for_it():
+    reached = []
+
+    def reraise():
+        reached.append("cancelled")
+        raise asyncio.CancelledError
+
+    settled = _cancelled(reraise, timeout=TIMEOUT, cancel=_past_the_deadline)
+    assert reached == ["cancelled"]
+    assert settled.outcome == Outcome.FAILED
+    assert settled.failure_reason == "TimeoutError: stopped after its 1.0 s timeout"
 
 
 def test_a_cancellation_intent_cancels_a_running_async_handler():
     def reraise():
         raise asyncio.CancelledError
 
-    assert _cancelled_by_intent(reraise).outcome == Outcome.CANCELLED
+    assert _cancelled(reraise, timeout=None, cancel=_by_intent).outcome == Outcome.CANCELLED
 
 
 def test_an_async_handler_that_catches_the_cancellation_and_returns_completes_late():
     # The store turns any outcome into cancelled when an intent was recorded (SPEC §4.5).
-    assert _cancelled_by_intent(lambda: "cleaned up").result == "cleaned up"
+    settled = _cancelled(lambda: "cleaned up", timeout=None, cancel=_by_intent)
+    assert settled.result == "cleaned up"
