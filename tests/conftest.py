@@ -21,15 +21,18 @@ def clean_handlers():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip ``postgres_only`` tests unless the test database is PostgreSQL."""
+    """Skip ``postgres_only``, ``mariadb_only`` and ``pgbouncer_only`` tests elsewhere."""
     from django.db import connection
 
-    skip = pytest.mark.skip(reason="needs PostgreSQL (WATCHDOG_TEST_DB=postgres)")
+    only = {
+        "postgres_only": ("postgresql", "needs PostgreSQL (WATCHDOG_TEST_DB=postgres)"),
+        "mariadb_only": ("mysql", "needs MariaDB (WATCHDOG_TEST_DB=mariadb)"),
+    }
     skip_pooled = pytest.mark.skip(reason="needs PgBouncer (WATCHDOG_TEST_DB=pgbouncer)")
     for item in items:
-        if item.get_closest_marker("postgres_only") is not None:
-            if connection.vendor != "postgresql":
-                item.add_marker(skip)
+        for marker, (vendor, reason) in only.items():
+            if item.get_closest_marker(marker) is not None and connection.vendor != vendor:
+                item.add_marker(pytest.mark.skip(reason=reason))
         if item.get_closest_marker("pgbouncer_only") is not None and not THROUGH_PGBOUNCER:
             item.add_marker(skip_pooled)
 

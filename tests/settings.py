@@ -1,4 +1,5 @@
-"""Test settings: the database comes from WATCHDOG_TEST_DB (sqlite | postgres | pgbouncer)."""
+"""Test settings: the database comes from WATCHDOG_TEST_DB (sqlite | postgres | pgbouncer |
+mariadb)."""
 
 import os
 import tempfile
@@ -64,8 +65,34 @@ elif ENGINE == "sqlite":
             "TEST": {"NAME": str(SQLITE_DIR / f"test_watchdog{DB_SUFFIX}.sqlite3")},
         }
     }
+elif ENGINE == "mariadb":
+    # scripts/ensure-mariadb creates the user and its rights. Connections read committed
+    # rows at each statement, as on PostgreSQL (docs/explanation/mariadb-dialect.md), and
+    # strict mode makes a value the column cannot hold an error, never a silent truncation.
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": "watchdog" + DB_SUFFIX,
+            "USER": os.environ.get("MARIADB_USER", "watchdog"),
+            "PASSWORD": os.environ.get("MARIADB_PASSWORD", "watchdog"),
+            "HOST": os.environ.get("MARIADB_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("MARIADB_PORT", "3306"),
+            "OPTIONS": {
+                "charset": "utf8mb4",
+                "isolation_level": "read committed",
+                "init_command": "SET SESSION sql_mode = CONCAT_WS(',', @@sql_mode, "
+                "'STRICT_ALL_TABLES', 'NO_ZERO_DATE', 'NO_ZERO_IN_DATE', "
+                "'ERROR_FOR_DIVISION_BY_ZERO', 'NO_ENGINE_SUBSTITUTION')",
+            },
+            # The server's default collation (case-insensitive), as most sites have it:
+            # the migrations must make watchdog's own columns exact whatever it is.
+            "TEST": {"NAME": "test_watchdog" + DB_SUFFIX, "CHARSET": "utf8mb4"},
+        }
+    }
 else:  # pragma: no cover
-    raise RuntimeError(f"WATCHDOG_TEST_DB must be sqlite, postgres or pgbouncer, not {ENGINE!r}")
+    raise RuntimeError(
+        f"WATCHDOG_TEST_DB must be sqlite, postgres, pgbouncer or mariadb, not {ENGINE!r}"
+    )
 
 # Worker subprocesses started by tests point at the test database through this variable.
 if os.environ.get("WATCHDOG_DB_NAME"):
