@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.db import connections, router
 
+from . import supported_databases
 from .conf import DEFAULTS
 from .domain import validation
 from .domain.errors import InvalidInput
+from .models import Job
 from .pooler import check_pooler
 from .store.batches import BATCH_MAX
-
-#: watchdog's statements use RETURNING (SQLite 3.35) and UPDATE ... FROM (3.33).
-SQLITE_MINIMUM = (3, 35, 0)
-#: The SQLite library Python's sqlite3 module is linked against (a module attribute, so a
-#: test can stand in an older one).
-SQLITE_VERSION = sqlite3.sqlite_version_info
 
 POSITIVE_NUMBERS = (
     "POLL_INTERVAL",
@@ -182,8 +178,14 @@ def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     for alias, database in settings.DATABASES.items():
         if "sqlite3" not in database.get("ENGINE", ""):
             continue
-        if SQLITE_VERSION < SQLITE_MINIMUM:
-            have, need = (".".join(map(str, v)) for v in (SQLITE_VERSION, SQLITE_MINIMUM))
+        if supported_databases.SQLITE_VERSION < supported_databases.SQLITE_MINIMUM:
+            have, need = (
+                ".".join(map(str, version))
+                for version in (
+                    supported_databases.SQLITE_VERSION,
+                    supported_databases.SQLITE_MINIMUM,
+                )
+            )
             warnings.append(
                 checks.Error(
                     f"DATABASES[{alias!r}] is SQLite {have}; watchdog needs {need} or newer.",
@@ -246,9 +248,38 @@ def check_backport_task_backends(
     return messages
 
 
+def check_database(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Every database watchdog's tables may live on is one watchdog runs on (E016).
+
+    Runs on every ``check``; the server is asked what it is (MariaDB or MySQL) only for the
+    aliases Django passes as ``databases`` (``check --database``, ``migrate``, tests).
+    SQLite's version is ``E012``'s.
+    """
+    errors: list[checks.CheckMessage] = []
+    for alias in settings.DATABASES:
+        if not router.allow_migrate_model(alias, Job):
+            continue
+        if connections[alias].vendor == "sqlite":
+            continue
+        problem = supported_databases.refusal(alias, connect=alias in (databases or ()))
+        if problem is not None:
+            errors.append(
+                checks.Error(
+                    problem,
+                    hint="Run watchdog's tables on a supported database (DATABASE_ROUTERS "
+                    "may place them apart from the project's other tables).",
+                    id="django_watchdog.E016",
+                )
+            )
+    return errors
+
+
 def register() -> None:
     checks.register(check_backport_task_backends, "django_watchdog")
     checks.register(check_settings, "django_watchdog")
+    checks.register(check_database, "django_watchdog")
     checks.register(check_sqlite, "django_watchdog")
     checks.register(check_operations, "django_watchdog")
     checks.register(check_pooler, "django_watchdog")

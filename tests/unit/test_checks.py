@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 
-from django_watchdog import checks
+from django_watchdog import checks, supported_databases
 from django_watchdog.checks import check_operations, check_settings
 
 
@@ -79,14 +79,14 @@ only_reads_databases = pytest.mark.filterwarnings("ignore:Overriding setting DAT
     ("version", "expected"), [((3, 34, 1), ["django_watchdog.E012"]), ((3, 35, 0), [])]
 )
 def test_an_old_sqlite_library_is_an_error(monkeypatch, version, expected):
-    monkeypatch.setattr(checks, "SQLITE_VERSION", version)
+    monkeypatch.setattr(supported_databases, "SQLITE_VERSION", version)
     with override_settings(DATABASES={"default": SQLITE}):
         assert [message.id for message in checks.check_sqlite()] == expected
 
 
 @only_reads_databases
 def test_the_sqlite_version_does_not_matter_without_sqlite(monkeypatch):
-    monkeypatch.setattr(checks, "SQLITE_VERSION", (3, 20, 0))
+    monkeypatch.setattr(supported_databases, "SQLITE_VERSION", (3, 20, 0))
     postgres = {"ENGINE": "django.db.backends.postgresql", "NAME": "x"}
     with override_settings(DATABASES={"default": postgres}):
         assert checks.check_sqlite() == []
@@ -242,3 +242,102 @@ def pooler_ids(watchdog, databases):
 )
 def test_a_transaction_pooler_is_checked_for_what_cannot_work(watchdog, databases, expected):
     assert pooler_ids(watchdog, databases) == expected
+
+
+class StubConnection:
+    """What the database check reads of a connection: its vendor, and for the MySQL
+    backend what the server says it is."""
+
+    def __init__(self, vendor, display_name="", mariadb=None, version=()):
+        self.vendor = vendor
+        self.display_name = display_name
+        self._mariadb, self._version = mariadb, version
+
+    @property
+    def mysql_is_mariadb(self):
+        if self._mariadb is None:
+            from django.db import OperationalError
+
+            raise OperationalError("server unreachable")
+        return self._mariadb
+
+    @property
+    def mysql_version(self):
+        return self._version
+
+
+def database_errors(monkeypatch, connection, *, connect):
+    stubs = {"default": connection}
+    monkeypatch.setattr(supported_databases, "connections", stubs)
+    monkeypatch.setattr(checks, "connections", stubs)
+    settings = {"ENGINE": "django.db.backends.dummy", "NAME": "x"}
+    with override_settings(DATABASES={"default": settings}):
+        return checks.check_database(databases=["default"] if connect else None)
+
+
+@only_reads_databases
+@pytest.mark.parametrize(
+    ("connection", "connect", "says"),
+    [
+        (
+            StubConnection("mysql", mariadb=True, version=(10, 11, 6)),
+            True,
+            "is MariaDB 10.11.6: MariaDB support is in progress",
+        ),
+        (
+            StubConnection("mysql", mariadb=False, version=(8, 4, 3)),
+            True,
+            "is MySQL 8.4.3, which watchdog does not support",
+        ),
+        (
+            StubConnection("mysql"),
+            False,
+            "MySQL is not supported and MariaDB support is in progress",
+        ),
+        (
+            StubConnection("mysql"),
+            True,
+            "MySQL is not supported and MariaDB support is in progress",
+        ),
+        (
+            StubConnection("oracle", display_name="Oracle"),
+            False,
+            "is Oracle, which watchdog does not support",
+        ),
+    ],
+)
+def test_an_unsupported_database_is_an_error_saying_what_is_supported(
+    monkeypatch, connection, connect, says
+):
+    errors = database_errors(monkeypatch, connection, connect=connect)
+    assert [error.id for error in errors] == ["django_watchdog.E016"]
+    message = errors[0].msg
+    assert message.startswith("DATABASES['default'] ") and says in message
+    assert message.endswith(f"Supported: {supported_databases.supported()}.")
+    assert "PostgreSQL 1" in message and "SQLite 3.35.0+" in message
+
+
+@only_reads_databases
+@pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
+def test_postgresql_and_sqlite_pass_the_database_check(monkeypatch, vendor):
+    assert database_errors(monkeypatch, StubConnection(vendor), connect=True) == []
+
+
+def test_the_postgresql_floor_is_djangos_when_it_is_higher():
+    from django.db.backends.postgresql.features import DatabaseFeatures
+
+    floor = supported_databases.postgres_minimum()
+    assert floor >= supported_databases.POSTGRES_MINIMUM
+    assert floor >= tuple(DatabaseFeatures.minimum_database_version)
+
+
+@only_reads_databases
+def test_a_database_watchdogs_tables_are_routed_away_from_is_not_checked(monkeypatch):
+    class ElsewhereRouter:
+        def allow_migrate(self, db, app_label, **hints):
+            return False if app_label == "django_watchdog" else None
+
+    from django.db import router
+
+    monkeypatch.setattr(router, "routers", [ElsewhereRouter()])
+    assert database_errors(monkeypatch, StubConnection("oracle"), connect=False) == []

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from ... import supported_databases
 from ...domain import validation
 from ...domain.errors import InvalidInput
 from ...engine.clock import SystemClock
@@ -155,6 +156,9 @@ class Command(BaseCommand):
                 "(a django.test.TestCase runs each test in one). In a test, run the jobs "
                 "inline with django_watchdog.testing.run_jobs(), or use TransactionTestCase."
             )
+        problem = supported_databases.refusal(using, connect=True)
+        if problem is not None:
+            raise CommandError(problem)
         self._configure_logging(options["log_level"])
 
         handlers = registered()
