@@ -1,0 +1,163 @@
+"""The schema's rules hold on MariaDB as the migrations leave it (migration 0009): the
+database refuses two running jobs in one queue and a cancellation id on two jobs, compares
+names byte for byte, keeps 4-byte UTF-8 and microseconds, and checks JSON columns.
+
+Rows are written with the ORM and raw SQL, not the store: its statements are not MariaDB's
+yet. The test database takes the server's default collation (case-insensitive), as most
+sites do.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+from django_watchdog.models import Job, Queue
+
+pytestmark = [pytest.mark.mariadb_only, pytest.mark.django_db]
+
+EXACT = "utf8mb4_nopad_bin"
+TABLES = ("watchdog_job", "watchdog_queue", "watchdog_pruned_job", "watchdog_worker")
+
+
+def _job(job_id: str, queue: str = "q", state: str = "queued", **fields: Any) -> Job:
+    if state == "running":
+        fields.setdefault("claim_token", f"token-{job_id}")
+    return Job.objects.create(
+        job_id=job_id, queue=queue, state=state, enqueued_at=timezone.now(), position=0, **fields
+    )
+
+
+def _refused(write: Any) -> None:
+    with pytest.raises(IntegrityError), transaction.atomic():
+        write()
+
+
+def test_two_running_jobs_in_one_queue_are_refused() -> None:
+    _job("first", state="running")
+    _refused(lambda: _job("second", state="running"))
+    second = _job("second")  # queued behind it is fine
+    _refused(lambda: Job.objects.filter(pk=second.pk).update(state="running", claim_token="t"))
+    # Once the first settles, the second may run.
+    Job.objects.filter(job_id="first").update(state="settled", outcome="completed")
+    Job.objects.filter(pk=second.pk).update(state="running", claim_token="t")
+    assert Job.objects.filter(state="running").count() == 1
+
+
+def test_queues_differing_in_case_accent_or_trailing_space_run_apart() -> None:
+    for number, queue in enumerate(("q", "Q", "q ", "é", "e")):
+        _job(f"job-{number}", queue=queue, state="running")
+    assert Job.objects.filter(state="running").count() == 5
+    assert Job.objects.get(queue="q", state="running").job_id == "job-0"
+
+
+@pytest.mark.parametrize("other", ["a", "a ", "á", "ａ"])
+def test_ids_are_compared_byte_for_byte(other: str) -> None:
+    _job("A")
+    _job(other)  # not a duplicate of "A"
+    assert Job.objects.get(job_id=other).job_id == other
+    assert Job.objects.get(job_id="A").job_id == "A"
+    _refused(lambda: _job("A"))
+    Queue.objects.create(name="A")
+    Queue.objects.create(name=other)
+
+
+def test_a_cancellation_id_names_one_job() -> None:
+    _job("one", cancellation_id="intent")
+    _job("two")
+    _job("three")  # any number of jobs without an intent
+    _refused(lambda: Job.objects.filter(job_id="two").update(cancellation_id="intent"))
+    Job.objects.filter(job_id="two").update(cancellation_id="INTENT")
+
+
+def test_four_byte_utf8_round_trips() -> None:
+    name = "🦊 job 𝄞 " + "😀" * 200
+    _job(name, queue="🦊", payload={"emoji": "🦊", "text": "𝄞"}, cancellation_id="🛑" * 256)
+    job = Job.objects.get(job_id=name)
+    assert (job.job_id, job.queue) == (name, "🦊")
+    assert job.payload == {"emoji": "🦊", "text": "𝄞"}
+    assert job.cancellation_id == "🛑" * 256
+
+
+def test_timestamps_keep_microseconds() -> None:
+    at = datetime(2026, 12, 1, 17, 30, 5, 123456, tzinfo=UTC)
+    _job("timed", run_after=at, delayed=False)
+    Job.objects.filter(job_id="timed").update(enqueued_at=at)
+    job = Job.objects.get(job_id="timed")
+    assert job.enqueued_at == at and job.run_after == at
+
+
+def test_json_columns_hold_json_and_read_back_as_the_same_value() -> None:
+    payload = {"b": [1, 2.5, None, True], "a": {"nested": "ü"}, "n": 2**53 - 1}
+    _job("json", payload=payload)
+    assert Job.objects.get(job_id="json").payload == payload
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("UPDATE watchdog_job SET payload = 'not json' WHERE job_id = 'json'")
+
+
+def test_every_text_column_is_exact() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, column_name, collation_name FROM information_schema.columns"
+            " WHERE table_schema = DATABASE() AND table_name IN %s"
+            " AND collation_name IS NOT NULL",
+            [TABLES],
+        )
+        columns = cursor.fetchall()
+    assert {"job_id", "queue", "lane", "cancellation_id", "name"} <= {c[1] for c in columns}
+    assert [c for c in columns if c[2] != EXACT] == []
+
+
+def _mariadb_indexes() -> dict[str, dict[str, Any]]:
+    with connection.cursor() as cursor:
+        return connection.introspection.get_constraints(cursor, "watchdog_job")
+
+
+def test_every_partial_index_and_unique_constraint_has_its_mariadb_equivalent() -> None:
+    """Each keeps its name and its columns in order (the condition's columns may lead; a
+    pending-feed index reads the pending-only position), so a partial index added to the
+    model without a MariaDB form fails here."""
+    built = _mariadb_indexes()
+    for index in Job._meta.indexes:
+        if index.condition is None:
+            continue
+        expected = [field.lstrip("-") for field in index.fields]
+        if "_pend" in index.name:
+            expected = ["feed_pending_position" if c == "feed_position" else c for c in expected]
+        columns = built[index.name]["columns"]
+        assert [column for column in columns if column in expected] == expected, index.name
+    for constraint in Job._meta.constraints:
+        if getattr(constraint, "condition", None) is not None and hasattr(constraint, "fields"):
+            assert built[constraint.name]["unique"], constraint.name
+
+
+def test_the_claim_reads_its_index() -> None:
+    for number in range(200):
+        _job(f"settled-{number}", queue=f"q{number}", state="settled", outcome="completed")
+    _job("ready", ready=True)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN SELECT id FROM watchdog_job WHERE ready = TRUE"
+            " ORDER BY priority DESC, position LIMIT 1 FOR UPDATE SKIP LOCKED"
+        )
+        plan = cursor.fetchall()
+    assert "watchdog_job_claim" in str(plan)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_goes_back_to_what_django_built_and_forward_again() -> None:
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes("django_watchdog")
+    executor.migrate([("django_watchdog", "0008_job_cancellation_requester_reruns")])
+    try:
+        assert "watchdog_job_one_running_per_queue" not in _mariadb_indexes()
+        _job("written-at-0008", state="running")  # the model needs no generated column
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    assert _mariadb_indexes()["watchdog_job_one_running_per_queue"]["unique"]
