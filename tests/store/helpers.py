@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 from django.db import connections
+from django.utils import timezone
 
 from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import FeedClock, Job, Queue, Worker
@@ -135,3 +136,22 @@ def watchdog_settings(**overrides: Any) -> Any:
     from django.test import override_settings
 
     return override_settings(WATCHDOG={**settings.WATCHDOG, **overrides})
+
+
+def raw_job_row(**columns: Any) -> dict[str, Any]:
+    """The columns of a queued job row written with raw SQL, bypassing the model (and the
+    store); ``columns`` replace or add to them."""
+    return {
+        "job_id": "raw",
+        "queue": "q",
+        "lane": "default",
+        "priority": 0,
+        "state": "queued",
+        "recovery_count": 0,
+        "attempts": 0,
+        "ready": False,
+        "delayed": False,
+        "position": 10**9,
+        "enqueued_at": timezone.now(),
+        **columns,
+    }

@@ -12,7 +12,7 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog.models import FeedClock, Job, Queue
 
-from .helpers import DONE, claimed
+from .helpers import DONE, claimed, raw_job_row
 
 pytestmark = pytest.mark.django_db
 
@@ -49,20 +49,7 @@ def _second_running_in_queue() -> None:
 
 def _raw_insert(**columns: Any) -> None:
     """INSERT a job row with raw SQL, bypassing the model entirely."""
-    values: dict[str, Any] = {
-        "job_id": "raw",
-        "queue": "q",
-        "lane": "default",
-        "priority": 0,
-        "state": "queued",
-        "recovery_count": 0,
-        "attempts": 0,
-        "ready": False,
-        "delayed": False,
-        "position": 10**9,
-        "enqueued_at": timezone.now(),
-    }
-    values.update(columns)
+    values = raw_job_row(**columns)
     names = ", ".join(values)
     marks = ", ".join(["%s"] * len(values))
     with connection.cursor() as cursor:

@@ -18,6 +18,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from .helpers import raw_job_row
+
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.django_db(transaction=True)]
 
 LOCK_WAIT_TIMEOUT, DEADLOCK, DUPLICATE_KEY = 1205, 1213, 1062
@@ -76,20 +78,14 @@ def session() -> Iterator[Callable[..., Session]]:
 
 
 def insert_job(s: Session, job_id: str, queue: str, **columns: Any) -> int:
-    values = {
-        "job_id": job_id,
-        "queue": queue,
-        "lane": "default",
-        "priority": 0,
-        "state": "queued",
-        "recovery_count": 0,
-        "attempts": 0,
-        "ready": False,
-        "delayed": False,
-        "position": 0,
-        "enqueued_at": timezone.now().replace(tzinfo=None),
+    # The raw driver takes naive datetimes: UTC, as Django stores them.
+    values = raw_job_row(
+        job_id=job_id,
+        queue=queue,
+        position=0,
+        enqueued_at=timezone.now().replace(tzinfo=None),
         **columns,
-    }
+    )
     s.run("INSERT IGNORE INTO watchdog_queue (name, created_at) VALUES (%s, NOW(6))", [queue])
     names = ", ".join(f"`{name}`" for name in values)  # `delayed` is a reserved word
     [(new_id,)] = s.run(
