@@ -38,6 +38,9 @@ class Session:
         params = connection.get_connection_params()
         self.raw = connection.get_new_connection(params)
         self.raw.autocommit(False)
+        #: The server's id of this connection (read now: the driver refuses calls on a
+        #: connection another thread is using).
+        self.thread_id = int(self.raw.thread_id())
         self.run(f"SET SESSION TRANSACTION ISOLATION LEVEL {isolation}")
         self.run("SET SESSION innodb_lock_wait_timeout = 1")
 
@@ -73,8 +76,14 @@ def session() -> Iterator[Callable[..., Session]]:
         return opened[-1]
 
     yield open_session
+    # End each connection from the server's side first: a thread still blocked in a
+    # statement (a failed test) must not hold its locks, or hang the closing, until its
+    # lock wait times out.
+    killer = Session()
     for each in opened:
+        killer.error_of(f"KILL {each.thread_id}")
         each.raw.close()
+    killer.raw.close()
 
 
 def insert_job(s: Session, job_id: str, queue: str, **columns: Any) -> int:
@@ -103,12 +112,18 @@ def ready_jobs(s: Session, count: int) -> list[int]:
     return ids
 
 
-def waits_for_a_lock(observer: Session) -> bool:
-    """Whether some transaction waits for a row lock now (no sleep: a deadline)."""
-    return bool(observer.run("SELECT 1 FROM information_schema.innodb_lock_waits LIMIT 1"))
+def waits(observer: Session, waiter: Session) -> bool:
+    """Whether ``waiter``'s statement is in flight on the server now. The statements these
+    tests start in a thread can only end by a lock being granted or timing out, so the
+    outcome each test asserts shows the wait itself."""
+    rows = observer.run(
+        "SELECT command FROM information_schema.processlist WHERE id = %s",
+        [waiter.thread_id],
+    )
+    return rows == [("Query",)]
 
 
-def eventually(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+def eventually(condition: Callable[[], bool], seconds: float = 30.0) -> None:
     deadline = threading.Event()
     timer = threading.Timer(seconds, deadline.set)
     timer.start()
@@ -275,7 +290,7 @@ def test_a_repeated_enqueue_waits_for_the_first_then_is_refused_or_inserts(
         " VALUES ('same', 'q', 'default', 0, 'queued', 0, 0, FALSE, FALSE, 0, NOW(6))"
     )
     thread, outcome = in_thread(lambda: repeat.error_of(values))
-    eventually(lambda: waits_for_a_lock(observer))
+    eventually(lambda: waits(observer, repeat))
     getattr(first, first_ends)()
     thread.join(30)
     assert outcome == [DUPLICATE_KEY if first_ends == "commit" else None]
@@ -295,7 +310,7 @@ def test_a_deadlock_rolls_back_the_whole_transaction_of_its_victim(session: Any)
     thread, outcome = in_thread(
         lambda: first.error_of("UPDATE watchdog_job SET priority = 1 WHERE id = %s", [two])
     )
-    eventually(lambda: waits_for_a_lock(observer))
+    eventually(lambda: waits(observer, first))
     errors = [second.error_of("UPDATE watchdog_job SET priority = 2 WHERE id = %s", [one])]
     thread.join(30)
     errors += outcome
