@@ -148,6 +148,9 @@ class Command(BaseCommand):
         using = options["database"]
         if using not in connections:
             raise CommandError(f"--database: {using!r} is not a configured database alias")
+        problem = supported_databases.refusal(using, connect=True)
+        if problem is not None:
+            raise CommandError(problem)
         if connections[using].in_atomic_block:
             # Its job threads (own connections) would wait forever for this transaction's
             # locks, or never see its uncommitted jobs.
@@ -156,9 +159,6 @@ class Command(BaseCommand):
                 "(a django.test.TestCase runs each test in one). In a test, run the jobs "
                 "inline with django_watchdog.testing.run_jobs(), or use TransactionTestCase."
             )
-        problem = supported_databases.refusal(using, connect=True)
-        if problem is not None:
-            raise CommandError(problem)
         self._configure_logging(options["log_level"])
 
         handlers = registered()
