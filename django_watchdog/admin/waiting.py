@@ -24,7 +24,7 @@ from .. import handlers
 from ..domain.states import State
 from ..engine import liveness
 from ..models import Job, Worker
-from ..store import vendor
+from ..store import clock
 from . import display
 from .workers import timeout
 
@@ -55,7 +55,7 @@ def surroundings(jobs: Sequence[Job], using: str | None) -> Surroundings | None:
     live = 0
     workers = (
         Worker.objects.using(using)
-        .annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
+        .annotate(silent_s=clock.SecondsSince("heartbeat_at"))
         .values_list("host", "pid", "started_at", "silent_s", "lanes", "exclude_lanes")
     )
     limit = timeout()

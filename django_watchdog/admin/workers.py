@@ -20,7 +20,7 @@ from ..conf import seconds
 from ..domain.states import State
 from ..engine import liveness
 from ..models import Job, Worker
-from ..store import vendor
+from ..store import clock
 from . import display
 from .base import PAGE_INFO, ReadOnlyAdmin, page_info
 
@@ -29,11 +29,11 @@ def timeout() -> float:
     return seconds("WORKER_TIMEOUT")
 
 
-def alive_since() -> vendor.DatabaseClock:
+def alive_since() -> clock.DatabaseClock:
     """Workers whose last heartbeat is newer than this are alive (``WORKER_TIMEOUT``, on the
     database's clock, which stamps heartbeats). The filter goes by heartbeats alone; the
     ``alive`` column also asks this host about its own workers' processes."""
-    return vendor.DatabaseClock(timeout())
+    return clock.DatabaseClock(timeout())
 
 
 class AliveFilter(admin.SimpleListFilter):
@@ -101,7 +101,7 @@ class WorkerAdmin(ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
         """Each row with ``silent_s``: its heartbeat's age on the database's clock."""
         queryset: QuerySet[Worker] = super().get_queryset(request)
-        return queryset.annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
+        return queryset.annotate(silent_s=clock.SecondsSince("heartbeat_at"))
 
     @admin.display(description=gettext_lazy("alive"), boolean=True)
     def alive(self, worker: Worker) -> bool:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from django.db import DatabaseError, connections
 
 from ..conf import listen_alias, setting
+from ..store.dialects import dialect, supported
 
 logger = logging.getLogger("django_watchdog.worker")
 
@@ -60,9 +60,7 @@ class SqliteWaker(Waker):
                     self._stopped.wait(SQLITE_CHECK_INTERVAL)
                     continue
                 try:
-                    with connections[self.using].cursor() as cursor:
-                        cursor.execute("PRAGMA data_version")
-                        version = int(cursor.fetchone()[0])
+                    version = dialect(self.using).data_version()
                 except DatabaseError as error:
                     logger.warning("event=wake_unavailable error=%r", error)
                     connections[self.using].close()
@@ -79,14 +77,12 @@ class SqliteWaker(Waker):
 class PostgresWaker(Waker):
     def _run(self) -> None:
         import psycopg
-        from psycopg import sql
 
         channel = str(setting("NOTIFY_CHANNEL"))
         backoff = 0.1
         while not self._stopped.is_set():
             try:
-                with psycopg.connect(**listen_params(self.using), autocommit=True) as listener:
-                    listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                with dialect(self.using).notifications(channel) as listener:
                     # Anything sent while we were not listening is not replayed: look once.
                     self.event.set()
                     backoff = 0.1
@@ -99,47 +95,21 @@ class PostgresWaker(Waker):
                 backoff = min(backoff * 2, LISTEN_RECONNECT_MAX)
 
 
-def listen_params(using: str) -> dict[str, Any]:
-    """psycopg connection arguments for the database behind ``using``."""
-    settings_dict = connections[using].settings_dict
-    params: dict[str, Any] = {"dbname": settings_dict["NAME"] or "postgres"}
-    for key, name in (
-        ("USER", "user"),
-        ("PASSWORD", "password"),
-        ("HOST", "host"),
-        ("PORT", "port"),
-    ):
-        if settings_dict.get(key):
-            params[name] = settings_dict[key]
-    options = settings_dict.get("OPTIONS") or {}
-    for key in (
-        "sslmode",
-        "sslrootcert",
-        "sslcert",
-        "sslkey",
-        "connect_timeout",
-        "service",
-        "passfile",
-        "options",
-        "application_name",
-    ):
-        if key in options:
-            params[key] = options[key]
-    return params
-
-
 def make_waker(using: str, event: threading.Event, wanted: Callable[[], bool]) -> Waker | None:
-    """The waker of a worker on ``using``; ``None`` where it can only poll.
+    """The waker of a worker on ``using`` (what the database offers: ``Dialect.WAKE``);
+    ``None`` where it can only poll.
 
-    PostgreSQL LISTENs on ``LISTEN_DATABASE`` when set (a direct connection to the same
-    database), else on ``using`` itself, except behind a transaction pooler."""
-    vendor = connections[using].vendor
-    if vendor == "postgresql":
+    Notifications are listened for on ``LISTEN_DATABASE`` when set (a direct connection to
+    the same database), else on ``using`` itself, except behind a transaction pooler."""
+    if not supported(using):
+        return None
+    kind = dialect(using).WAKE
+    if kind == "notify":
         alias = listen_alias(using)
         if alias is None:
             logger.info("event=listen_unavailable reason=transaction_pooler fallback=poll")
             return None
         return PostgresWaker(alias, event, wanted)
-    if vendor == "sqlite":
+    if kind == "data_version":
         return SqliteWaker(using, event, wanted)
     return None

@@ -10,7 +10,7 @@ from django.db.models import Count
 from ..conf import seconds
 from ..domain.states import State
 from ..engine import liveness
-from ..store import vendor
+from ..store import clock
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +49,7 @@ def registered(using: str) -> list[WorkerRow]:
     rows = (
         Worker.objects.using(using)
         .order_by("worker_id")
-        .annotate(silent_s=vendor.SecondsSince("heartbeat_at"))
+        .annotate(silent_s=clock.SecondsSince("heartbeat_at"))
     )
     return [
         WorkerRow(

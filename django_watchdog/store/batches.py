@@ -21,8 +21,9 @@ from django.db import transaction
 from ..domain.errors import WatchdogError
 from ..domain.states import Outcome
 from ..domain.values import ClaimResult, Decision, SettleResult
-from . import claims, heads, rows, vendor
+from . import claims, heads, rows
 from .claims import Partition
+from .dialects import dialect
 
 #: Largest batch a worker may claim at once (``--batch``).
 BATCH_MAX = 500
@@ -35,85 +36,6 @@ class Settlement:
     job_id: str
     claim_token: str
     decision: Decision
-
-
-#: What settling writes to each running job ``j`` from its ``i`` (decision) row; a recorded
-#: cancellation wins over the handler's outcome.
-SETTLE_SET = """
-        state = 'settled',
-        outcome = CASE WHEN j.cancellation_id IS NULL THEN i.outcome ELSE 'cancelled' END,
-        failure_reason = CASE WHEN j.cancellation_id IS NULL THEN i.reason END,
-        result = i.result,
-        traceback = i.traceback,
-        settled_at = <NOW>
-"""
-LOCK_QUEUES_OF_JOBS = """
-SELECT q.name FROM watchdog_queue q
- WHERE q.name IN (SELECT j.queue FROM watchdog_job j WHERE j.job_id = ANY(%s::text[]))
- ORDER BY q.name
-   FOR UPDATE OF q
-"""
-SETTLE_MANY_POSTGRES = f"""
-WITH input AS (
-    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::jsonb[], %s::text[])
-        AS i(job_id, token, outcome, reason, result, traceback)
-),
-settled AS (
-    UPDATE watchdog_job AS j SET {SETTLE_SET}
-      FROM input i
-     WHERE j.job_id = i.job_id AND j.state = 'running' AND j.claim_token = i.token
-    RETURNING <j.COLUMNS>
-),
-head AS (
-    SELECT h.* FROM (SELECT DISTINCT queue FROM settled) AS s
-    CROSS JOIN LATERAL (
-        SELECT * FROM (
-            SELECT 0 AS rank, id FROM watchdog_job
-             WHERE queue = s.queue AND state = 'running' AND job_id <> ALL(%s::text[])
-            UNION ALL
-            SELECT * FROM (
-                SELECT 1 AS rank, id FROM watchdog_job
-                 WHERE queue = s.queue AND state = 'queued' AND retry_at IS NOT NULL
-                 LIMIT 1) AS retrying
-            UNION ALL
-            SELECT * FROM (
-                SELECT 2 AS rank, id FROM watchdog_job
-                 WHERE queue = s.queue AND state = 'queued' AND delayed = <FALSE>
-                 ORDER BY priority DESC, position ASC
-                 LIMIT 1) AS best
-        ) AS candidates
-        ORDER BY rank
-        LIMIT 1
-    ) AS h
-),
-marked AS (
-    UPDATE watchdog_job SET ready = TRUE FROM head
-     WHERE watchdog_job.id = head.id AND head.rank <> 0 AND NOT watchdog_job.ready
-    RETURNING CASE WHEN watchdog_job.lane = ANY(%s::text[]) THEN NULL
-                   ELSE pg_notify(%s, watchdog_job.lane) END
-)
-SELECT * FROM settled
-"""
-
-#: SQLite (one writer: every read is current, nothing to lock).
-SETTLE_MANY_SQLITE = f"""
-WITH i(job_id, token, outcome, reason, result, traceback) AS (VALUES {{rows}})
-UPDATE watchdog_job AS j SET {SETTLE_SET}
-  FROM i
- WHERE j.job_id = i.job_id AND j.state = 'running' AND j.claim_token = i.token
-RETURNING <COLUMNS>
-"""
-#: The next head of each given queue becomes ready, unless a job of the queue still runs:
-#: its job waiting to retry, else its best queued job (heads.HEAD without the running rank).
-READY_NEXT_HEADS_SQLITE = f"""
-UPDATE watchdog_job SET ready = TRUE
- WHERE ready = <FALSE> AND id IN (
-    SELECT {heads.NEXT_HEAD.format(queue="q.name")}
-      FROM watchdog_queue q
-     WHERE q.name IN ({{rows}})
-       AND NOT EXISTS (SELECT 1 FROM watchdog_job x
-                        WHERE x.queue = q.name AND x.state = 'running'))
-"""
 
 
 def settle_and_claim(
@@ -151,9 +73,8 @@ def settle_many(
     """Settle each job for the holder of its claim token, inside the caller's transaction."""
     if not settlements:
         return []
-    if vendor.is_postgres(using):
-        vendor.bound_lock_waits(using)
-        vendor.fetch(using, LOCK_QUEUES_OF_JOBS, ([s.job_id for s in settlements],))
+    d = dialect(using)
+    d.lock_queues_of_jobs([s.job_id for s in settlements])
     if heads.listening() or any(s.decision.retry_at is not None for s in settlements):
         return [
             claims.settle_in_transaction(
@@ -161,17 +82,7 @@ def settle_many(
             )
             for s in settlements
         ]
-    values = [_settle_values(using, s) for s in settlements]
-    if vendor.is_postgres(using):
-        from ..conf import setting
-
-        by_column = [list(column) for column in zip(*values, strict=True)]
-        params = (*by_column, by_column[0], list(quiet_lanes), setting("NOTIFY_CHANNEL"))
-        found = vendor.fetch(using, SETTLE_MANY_POSTGRES, params)
-    else:
-        found = vendor.fetch_rows(using, SETTLE_MANY_SQLITE, "(%s, %s, %s, %s, %s, %s)", values)
-        queues = sorted({row[rows.column_index("queue")] for row in found})
-        vendor.fetch_rows(using, READY_NEXT_HEADS_SQLITE, "%s", [(q,) for q in queues])
+    found = d.settle_many([_settle_values(using, s) for s in settlements], quiet_lanes)
     settled = {
         job.job_id: job for job in (rows.to_job(using, row, as_stored=True) for row in found)
     }
@@ -196,7 +107,7 @@ def _settle_values(using: str, s: Settlement) -> tuple[Any, ...]:
         s.claim_token,
         decision.outcome.value,
         reason,
-        vendor.param_json(using, decision.result),
+        dialect(using).param_json(decision.result),
         decision.traceback,
     )
 

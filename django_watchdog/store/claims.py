@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import OperationalError, transaction
 from django.db.models import F, Q
@@ -22,11 +22,10 @@ from ..domain.errors import WatchdogError
 from ..domain.states import Outcome, State
 from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, QueueHead, ReconcileResult, SettleResult
-from . import heads, rows, vendor, waits
+from . import heads, rows, waits
 from .as_stored import reading_as_stored
-
-if TYPE_CHECKING:
-    pass
+from .clock import DatabaseClock
+from .dialects import dialect, lane_predicate
 
 CLAIM_ATTEMPTS = 4
 
@@ -37,100 +36,6 @@ class Partition:
 
     lanes: tuple[str, ...] = ()
     exclude_lanes: tuple[str, ...] = ()
-
-
-DUE = "(j.retry_at IS NULL OR j.retry_at <= %s OR j.cancellation_id IS NOT NULL)"
-#: A ready flag set by hand beside a running job of its queue is skipped, never claimed
-#: into a second run (one probe of the one-running-per-queue index). A cancelled job
-#: settles unrun, so it may go beside one. Two ready jobs of one queue in a claim: only
-#: the better is taken (``nth_of_queue``); the queue's next settle puts the flags right.
-BESIDE_NOTHING_RUNNING = """(j.cancellation_id IS NOT NULL OR NOT EXISTS (
-        SELECT 1 FROM watchdog_job r WHERE r.queue = j.queue AND r.state = 'running'))"""
-
-#: What a claim writes to each ``taken`` row it ``picked`` (``n``: its rank in the claim): a
-#: cancelled job settles ``cancelled`` unrun, any other runs under a fresh token.
-CLAIM_SET = """
-    state = CASE WHEN picked.cancelled THEN 'settled' ELSE 'running' END,
-    outcome = CASE WHEN picked.cancelled THEN 'cancelled' END,
-    ready = FALSE,
-    claim_token = CASE WHEN picked.cancelled THEN NULL ELSE %s || '.' || picked.n END,
-    claimed_by = CASE WHEN picked.cancelled THEN NULL ELSE %s END,
-    started_at = CASE WHEN picked.cancelled THEN taken.started_at ELSE <NOW> END,
-    settled_at = CASE WHEN picked.cancelled THEN <NOW> END,
-    attempts = CASE WHEN picked.cancelled THEN taken.attempts ELSE taken.attempts + 1 END,
-    retry_at = NULL
-"""
-CLAIM_POSTGRES = f"""
-WITH candidate AS (
-    SELECT j.id, j.queue, j.priority, j.position, j.cancellation_id IS NOT NULL AS cancelled
-      FROM watchdog_job j
-      JOIN watchdog_queue q ON q.name = j.queue
-     WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} AND {BESIDE_NOTHING_RUNNING}
-     ORDER BY j.priority DESC, j.position ASC
-     LIMIT %s
-       FOR UPDATE OF q SKIP LOCKED
-),
-picked AS (
-    SELECT id, cancelled, row_number() OVER () AS n FROM (
-        SELECT id, cancelled,
-               row_number() OVER (PARTITION BY queue, cancelled ORDER BY priority DESC, position)
-                   AS nth_of_queue
-          FROM candidate) AS ranked
-     WHERE cancelled OR nth_of_queue = 1
-)
-UPDATE watchdog_job AS taken SET {CLAIM_SET}
-  FROM picked
- WHERE taken.id = picked.id AND taken.ready = <TRUE> AND taken.state = 'queued'
-RETURNING <taken.COLUMNS>
-"""
-#: SQLite: the same in one statement (the write transaction already excludes other
-#: claimers, so no lock is needed). The best ready rows are picked through the claim index
-#: and numbered after the ``LIMIT``.
-CLAIM_SQLITE = f"""
-UPDATE watchdog_job AS taken SET {CLAIM_SET}
-  FROM (SELECT id, cancelled, row_number() OVER () AS n FROM (
-            SELECT id, cancelled, row_number() OVER (
-                       PARTITION BY queue, cancelled ORDER BY priority DESC, position
-                   ) AS nth_of_queue FROM (
-                SELECT j.id, j.queue, j.priority, j.position,
-                       j.cancellation_id IS NOT NULL AS cancelled
-                  FROM watchdog_job j
-                 WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} AND {BESIDE_NOTHING_RUNNING}
-                 ORDER BY j.priority DESC, j.position ASC
-                 LIMIT %s))
-          WHERE cancelled OR nth_of_queue = 1) AS picked
- WHERE taken.id = picked.id AND taken.state = 'queued'
-RETURNING <COLUMNS>
-"""
-ANY_READY = (
-    "SELECT 1 FROM watchdog_job j"
-    f" WHERE j.ready = <TRUE> AND {{lanes}} AND {DUE} AND {BESIDE_NOTHING_RUNNING} LIMIT 1"
-)
-SETTLE = """
-UPDATE watchdog_job SET
-    state = 'settled',
-    outcome = CASE WHEN cancellation_id IS NULL THEN %s ELSE 'cancelled' END,
-    failure_reason = CASE WHEN cancellation_id IS NULL THEN %s END,
-    result = %s,
-    traceback = %s,
-    settled_at = <NOW>
- WHERE job_id = %s AND state = 'running' AND claim_token = %s
-RETURNING <COLUMNS>
-"""
-RETRY = """
-UPDATE watchdog_job SET
-    state = CASE WHEN cancellation_id IS NULL THEN 'queued' ELSE 'settled' END,
-    outcome = CASE WHEN cancellation_id IS NULL THEN NULL ELSE 'cancelled' END,
-    claim_token = CASE WHEN cancellation_id IS NULL THEN NULL ELSE claim_token END,
-    claimed_by = CASE WHEN cancellation_id IS NULL THEN NULL ELSE claimed_by END,
-    retry_at = CASE WHEN cancellation_id IS NULL THEN %s END,
-    ready = cancellation_id IS NULL,
-    traceback = %s,
-    settled_at = CASE WHEN cancellation_id IS NULL THEN NULL ELSE <NOW> END
- WHERE job_id = %s AND state = 'running' AND claim_token = %s
-RETURNING <COLUMNS>
-"""
-PRIOR = "SELECT state, outcome, claim_token, cancellation_id FROM watchdog_job WHERE job_id = %s"
 
 
 def new_claim_token() -> str:
@@ -169,22 +74,20 @@ def claim(
 
 
 def claim_transaction(using: str) -> AbstractContextManager[Any]:
-    """The transaction a claim needs: none on PostgreSQL without ``queue_changed``
-    receivers, where the claim is one statement (atomic on its own, and one round trip
-    instead of three: an idle worker's wake-up latency); a block everywhere else."""
-    if vendor.is_postgres(using) and not heads.listening():
-        return nullcontext()
-    return transaction.atomic(using=using)
+    """The transaction a claim needs (the dialect's: none where the claim is one statement
+    and no ``queue_changed`` receiver needs one)."""
+    return dialect(using).claim_transaction(announcing=heads.listening())
 
 
-def _lanes(partition: Partition) -> tuple[str, list[str]]:
-    return vendor.lane_predicate("j.lane", partition.lanes, partition.exclude_lanes)
+def _lanes(partition: Partition) -> tuple[str, dict[str, str]]:
+    return lane_predicate("j.lane", partition.lanes, partition.exclude_lanes)
 
 
 def _any_ready(using: str, partition: Partition) -> bool:
     predicate, params = _lanes(partition)
-    now = vendor.param_datetime(using, timezone.now())
-    return bool(vendor.fetch(using, ANY_READY.format(lanes=predicate), (*params, now)))
+    d = dialect(using)
+    now = d.param_datetime(timezone.now())
+    return bool(d.fetch(d.any_ready_sql(predicate), {**params, "now": now}))
 
 
 def claim_statement(
@@ -194,19 +97,17 @@ def claim_statement(
     token: str = "",
     worker_id: str | None = None,
     limit: int = 1,
-) -> tuple[str, list[Any]]:
+) -> tuple[str, dict[str, Any]]:
     """The statement that takes up to ``limit`` of the best ready jobs, with its params.
 
     Each claim token is ``token`` plus the job's rank in the claim. The index test
     EXPLAINs exactly this, so a refactor cannot silently make claims scan.
     """
     predicate, params = _lanes(partition)
-    at = vendor.param_datetime(using, timezone.now())
-    if vendor.is_postgres(using):
-        sql = vendor.render(using, CLAIM_POSTGRES.format(lanes=predicate))
-        return sql, [*params, at, limit, token, worker_id]
-    sql = vendor.render(using, CLAIM_SQLITE.format(lanes=predicate))
-    return sql, [token, worker_id, *params, at, limit]
+    d = dialect(using)
+    now = d.param_datetime(timezone.now())
+    bound = {**params, "now": now, "limit": limit, "token": token, "worker_id": worker_id}
+    return d.claim_sql(predicate), bound
 
 
 def claim_in_transaction(
@@ -230,7 +131,7 @@ def claim_ready(
     sql, params = claim_statement(
         using, partition, token=token or new_claim_token(), worker_id=worker_id, limit=limit
     )
-    found = vendor.fetch(using, sql, params)
+    found = dialect(using).fetch(sql, params)
     if len(found) > 1:
         priority, position = rows.column_index("priority"), rows.column_index("position")
         found.sort(key=lambda row: (-row[priority], row[position] or 0))
@@ -247,7 +148,7 @@ def _taken(using: str, row: Sequence[Any]) -> ClaimResult | WatchdogError:
         raise
     if job.state == State.SETTLED:
         with transaction.atomic(using=using):  # the claim may have run in autocommit
-            vendor.lock_queue(using, job.queue)
+            dialect(using).lock_queue(job.queue)
             head = heads.refresh(using, job.queue)
             heads.announce(job.queue, head, job, using=using)
         return ClaimResult(status="cancelled", job=job)
@@ -272,7 +173,7 @@ def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> Watchdo
     queue = row[rows.column_index("queue")]
     reason = f"Job row does not decode: {error}"[:REASON_MAX]
     with transaction.atomic(using=using):  # the claim may have run in autocommit
-        vendor.lock_queue(using, str(queue))
+        dialect(using).lock_queue(str(queue))
         Job.objects.using(using).filter(pk=pk, state=State.RUNNING).update(
             state=State.SETTLED,
             outcome=Outcome.FAILED,
@@ -323,96 +224,46 @@ def settle_in_transaction(
     *,
     quiet_lanes: Sequence[str] = (),
 ) -> SettleResult:
-    queue = vendor.lock_queue_of(using, job_id)
+    d = dialect(using)
+    queue = d.lock_queue_of(job_id)
     if queue is None:
         return SettleResult(status="missing")
     if decision.retry_at is not None and decision.outcome == Outcome.FAILED:
-        changed = vendor.fetch(
-            using,
-            RETRY,
-            (
-                vendor.param_datetime(using, decision.retry_at),
-                decision.traceback,
-                job_id,
-                claim_token,
-            ),
+        changed = d.fetch(
+            d.RETRY,
+            {
+                "retry_at": d.param_datetime(decision.retry_at),
+                "traceback": decision.traceback,
+                "job_id": job_id,
+                "claim_token": claim_token,
+            },
         )
-    else:
-        reason = decision.failure_reason if decision.outcome == Outcome.FAILED else None
-        if decision.outcome == Outcome.FAILED and not reason:
-            reason = "Failed without a reason"
-        settle_params = (
-            decision.outcome.value,
-            reason,
-            vendor.param_json(using, decision.result),
-            decision.traceback,
-            job_id,
-            claim_token,
-        )
-        if vendor.is_postgres(using):
-            return _settle_postgres(
-                using, queue, job_id, claim_token, decision, settle_params, quiet_lanes
-            )
-        changed = vendor.fetch(using, SETTLE, settle_params)
-    if not changed:
+        if not changed:
+            return unchanged(using, job_id, claim_token, decision)
+        job = rows.to_job(using, changed[0], as_stored=True)
+        head = heads.refresh(using, queue)
+        if job.state == State.QUEUED:
+            heads.announce(queue, head, using=using)
+            return SettleResult(status="retrying", job=job)
+        heads.announce(queue, head, job, using=using)
+        return SettleResult(status="settled", job=job)
+    reason = decision.failure_reason if decision.outcome == Outcome.FAILED else None
+    if decision.outcome == Outcome.FAILED and not reason:
+        reason = "Failed without a reason"
+    params = {
+        "outcome": decision.outcome.value,
+        "reason": reason,
+        "result": d.param_json(decision.result),
+        "traceback": decision.traceback,
+        "job_id": job_id,
+        "claim_token": claim_token,
+    }
+    found = d.settle_and_refresh(params, queue, quiet_lanes)
+    if found is None:
         return unchanged(using, job_id, claim_token, decision)
-    job = rows.to_job(using, changed[0], as_stored=True)
-    head = heads.refresh(using, queue)
-    if job.state == State.QUEUED:
-        heads.announce(queue, head, using=using)
-        return SettleResult(status="retrying", job=job)
-    heads.announce(queue, head, job, using=using)
-    return SettleResult(status="settled", job=job)
-
-
-def _settle_postgres(
-    using: str,
-    queue: str,
-    job_id: str,
-    claim_token: str,
-    decision: Decision,
-    settle_params: tuple[Any, ...],
-    quiet_lanes: Sequence[str],
-) -> SettleResult:
-    """Settle, pick the queue's next head and mark it ready, in one round trip.
-
-    The newly ready head wakes idle workers (NOTIFY) unless its lane is in ``quiet_lanes``.
-
-    The statement's snapshot still shows the settling job running, so the head query
-    skips it; every other row of the queue is current because we hold the queue's lock.
-    """
-    from ..conf import setting
-
-    refresh = heads.REFRESH_POSTGRES.format(
-        head=heads.HEAD.format(not_settling="AND job_id <> %s"),
-        only_if="AND EXISTS (SELECT 1 FROM settled)",
-    )
-    sql = (
-        "WITH settled AS ("
-        + SETTLE
-        + "), "
-        + refresh.strip().removeprefix("WITH ")
-        + " SELECT settled.*, head.* FROM settled LEFT JOIN head ON TRUE"
-    )
-    params = (
-        *settle_params,
-        queue,
-        job_id,
-        queue,
-        queue,
-        list(quiet_lanes),
-        setting("NOTIFY_CHANNEL"),
-        queue,
-        [],
-    )
-    found = vendor.fetch(using, sql, params)
-    if not found:
-        return unchanged(using, job_id, claim_token, decision)
-    width = len(rows.job_fields())
-    job = rows.to_job(using, found[0][:width], as_stored=True)
-    head_row = found[0][width:]
-    head = heads.head_of(None if head_row[0] is None else head_row)
-    heads.announce(queue, head, job, using=using)
+    row, head_row = found
+    job = rows.to_job(using, row, as_stored=True)
+    heads.announce(queue, heads.head_of(head_row), job, using=using)
     return SettleResult(status="settled", job=job)
 
 
@@ -420,7 +271,8 @@ def unchanged(using: str, job_id: str, claim_token: str, decision: Decision) -> 
     """Why a fenced settle changed nothing: ``replayed``, ``conflict`` or ``missing``."""
     from ..models import Job
 
-    prior = vendor.fetch(using, PRIOR, (job_id,))
+    d = dialect(using)
+    prior = d.fetch(d.PRIOR, {"job_id": job_id})
     if not prior:
         return SettleResult(status="missing")
     state, outcome, token, cancellation_id = prior[0]
@@ -436,7 +288,7 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
 
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
-        queue = vendor.lock_queue_of(using, job_id)
+        queue = dialect(using).lock_queue_of(job_id)
         if queue is None:
             return ReconcileResult(status="missing")
         prior = (
@@ -497,7 +349,7 @@ def release_in_transaction(using: str, job_id: str, claim_token: str) -> bool:
     """``release`` inside the caller's transaction."""
     from ..models import Job
 
-    queue = vendor.lock_queue_of(using, job_id)
+    queue = dialect(using).lock_queue_of(job_id)
     if queue is None:
         return False
     changed = (
@@ -551,7 +403,7 @@ def disappeared_claims(
     """
     from ..models import Job, Worker
 
-    live = Worker.objects.using(using).filter(heartbeat_at__gte=vendor.DatabaseClock(timeout))
+    live = Worker.objects.using(using).filter(heartbeat_at__gte=DatabaseClock(timeout))
     if dead_workers:
         live = live.exclude(worker_id__in=list(dead_workers))
     running = Job.objects.using(using).filter(state=State.RUNNING)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.db import connections
 from django.db.models import QuerySet
+
+from .dialects import dialect, supported
 
 
 def bounded_count(queryset: QuerySet[Any], limit: int) -> int:
@@ -15,18 +15,9 @@ def bounded_count(queryset: QuerySet[Any], limit: int) -> int:
 
 
 def planner_estimate(queryset: QuerySet[Any]) -> int | None:
-    """The planner's row estimate for ``queryset`` on PostgreSQL; ``None`` elsewhere.
-
-    EXPLAIN reads the table statistics (``pg_class.reltuples`` and column histograms), so it
-    costs the same on ten rows and on ten million.
-    """
-    connection = connections[queryset.db]
-    if connection.vendor != "postgresql":
+    """The planner's row estimate for ``queryset`` where the database offers one (it
+    costs the same on ten rows and on ten million); ``None`` elsewhere."""
+    if not supported(queryset.db):
         return None
     sql, params = queryset.order_by().query.get_compiler(using=queryset.db).as_sql()
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
-        (plan,) = cursor.fetchone()
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return int(plan[0]["Plan"]["Plan Rows"])
+    return dialect(queryset.db).row_estimate(sql, params)

@@ -24,56 +24,22 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from . import vendor
+from .dialects import dialect
 
 #: Queue rows one pass deletes at most.
 IDLE_BATCH = 1_000
 #: Queues the task backend names (``tasks.mapping.PRIVATE_QUEUE_PREFIX``, ``tasks.keys``),
-#: matched by prefix and case (``substr``: SQLite's ``LIKE`` ignores case).
+#: matched by prefix and case (``substr``: SQLite's ``LIKE`` ignores case): the dialects'
+#: ``common.TASK_QUEUE`` binds them as ``task_prefix`` and ``task_key_prefix``.
 TASK_QUEUE_PREFIXES = ("task:", "task-key:")
-TASK_QUEUE = "(substr(q.name, 1, 5) = %s OR substr(q.name, 1, 9) = %s)"
-
-NAMES_NO_JOB = """
-       (SELECT 1 FROM watchdog_job j
-         WHERE j.queue = q.name AND j.state = 'queued' AND j.delayed = <FALSE> LIMIT 1) IS NULL
-   AND (SELECT 1 FROM watchdog_job j
-         WHERE j.queue = q.name AND j.state = 'queued' AND j.delayed = <TRUE> LIMIT 1) IS NULL
-   AND (SELECT 1 FROM watchdog_job j
-         WHERE j.queue = q.name AND j.state = 'running' LIMIT 1) IS NULL
-   AND (SELECT 1 FROM watchdog_job j
-         WHERE j.queue = q.name AND j.state = 'settled' LIMIT 1) IS NULL
-"""
-LOCK_IDLE_POSTGRES = f"""
-SELECT q.name FROM watchdog_queue q
- WHERE {TASK_QUEUE} AND {NAMES_NO_JOB}
- ORDER BY q.name
- LIMIT %s
-   FOR UPDATE OF q SKIP LOCKED
-"""
-DELETE_LOCKED_IDLE_POSTGRES = f"""
-DELETE FROM watchdog_queue q WHERE q.name = ANY(%s::text[]) AND {NAMES_NO_JOB}
-"""
-DELETE_IDLE_SQLITE = f"""
-DELETE FROM watchdog_queue WHERE name IN (
-    SELECT q.name FROM watchdog_queue q
-     WHERE {TASK_QUEUE} AND {NAMES_NO_JOB}
-     ORDER BY q.name
-     LIMIT %s)
-"""
 
 
 def forget_idle_task_queues(using: str, *, batch_size: int = IDLE_BATCH) -> int:
     """Delete up to ``batch_size`` rows of task queues no job names; return how many."""
+    d = dialect(using)
     with transaction.atomic(using=using):
-        vendor.bound_lock_waits(using)
-        if not vendor.is_postgres(using):
-            return vendor.execute(using, DELETE_IDLE_SQLITE, [*TASK_QUEUE_PREFIXES, batch_size])
-        locked = [
-            name
-            for (name,) in vendor.fetch(
-                using, LOCK_IDLE_POSTGRES, [*TASK_QUEUE_PREFIXES, batch_size]
-            )
-        ]
-        if not locked:
-            return 0
-        return vendor.execute(using, DELETE_LOCKED_IDLE_POSTGRES, [locked])
+        d.bound_lock_waits()
+        task_prefix, task_key_prefix = TASK_QUEUE_PREFIXES
+        return d.forget_idle_queues(
+            {"task_prefix": task_prefix, "task_key_prefix": task_key_prefix, "limit": batch_size}
+        )

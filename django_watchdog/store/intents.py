@@ -12,7 +12,8 @@ from django.db.models.functions import Coalesce
 
 from ..domain.states import State
 from ..domain.values import CancelResult
-from . import heads, vendor
+from . import heads
+from .dialects import dialect
 
 
 def cancel(
@@ -32,7 +33,7 @@ def cancel(
         queue = jobs.filter(job_id=job_id).values_list("queue", flat=True).first()
         if queue is None:
             return CancelResult(status="missing", cancellation_id=cancellation_id)
-        vendor.lock_queue(using, queue)
+        dialect(using).lock_queue(queue)
         prior = (
             jobs.filter(job_id=job_id).values_list("pk", "state", "cancellation_id", "lane").first()
         )
@@ -58,7 +59,7 @@ def cancel(
         if not _record(using, pk, cancellation_id, extra):
             return CancelResult(status="conflict", cancellation_id=cancellation_id)
         if queued:
-            vendor.notify(using, lane)
+            dialect(using).notify(lane)
         # A delayed job just entered the order and may outrank the head: refresh demotes it.
         head = heads.refresh(using, queue, entered=(pk,)) if queued else None
         heads.announce(queue, head, using=using)

@@ -8,8 +8,9 @@ from django.db.models.functions import Coalesce, Now
 
 from ..domain.states import PENDING_STATES, Outcome, State
 from ..domain.values import LaneFailure
-from . import heads, vendor
+from . import heads
 from .as_stored import reading_as_stored
+from .dialects import dialect
 
 LANE_FAILURE_BATCH = 256
 
@@ -27,7 +28,7 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
         batch = list(
             pending.order_by("-state", "id").values_list("pk", "queue")[:LANE_FAILURE_BATCH]
         )
-        vendor.lock_queues(using, [queue for _, queue in batch])
+        dialect(using).lock_queues([queue for _, queue in batch])
         settled = []
         for pk, queue in batch:
             changed = pending.filter(pk=pk).update(
@@ -57,7 +58,7 @@ def purge_queued(using: str, queue: str) -> int:
     from ..models import Job
 
     with transaction.atomic(using=using):
-        vendor.lock_queue(using, queue)
+        dialect(using).lock_queue(queue)
         deleted, _ = Job.objects.using(using).filter(queue=queue, state=State.QUEUED).delete()
         if deleted:
             heads.announce(queue, None, using=using)

@@ -18,7 +18,8 @@ from django.db import transaction
 from django.db.models import Min
 
 from ..domain.states import PENDING_STATES, State
-from . import feed, pruned_ids, vendor
+from . import feed, pruned_ids
+from .dialects import dialect
 
 PRUNE_BATCH = 1_000
 
@@ -75,7 +76,7 @@ def prune_batch(using: str, *, cutoff: datetime, batch_size: int, now: datetime)
 
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
-        vendor.bound_lock_waits(using)
+        dialect(using).bound_lock_waits()
         # Position what is visible first, so the horizon covers every committed pending job.
         feed.position_new_rows(using)
         horizon = jobs.filter(state__in=PENDING_STATES, feed_position__isnull=False).aggregate(

@@ -34,26 +34,8 @@ def job_fields() -> tuple[tuple[str, str], ...]:
 
 @cache
 def column_index(name: str) -> int:
-    """Where the field ``name`` sits in a row of ``columns()``."""
+    """Where the field ``name`` sits in a row of ``dialects.common.JOB_COLUMNS``."""
     return [attname for attname, _ in job_fields()].index(name)
-
-
-def columns(alias: str = "") -> str:
-    """The column list matching ``job_fields()``, optionally qualified by a table alias."""
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(prefix + column for _, column in job_fields())
-
-
-@cache
-def expand(sql: str) -> str:
-    """``sql`` with ``<COLUMNS>`` (or ``<alias.COLUMNS>``) replaced by the job column list.
-
-    Statements are written as module constants; the column list needs the model, so it is
-    filled in on first use rather than at import.
-    """
-    import re
-
-    return re.sub(r"<(?:(\w+)\.)?COLUMNS>", lambda m: columns(m.group(1) or ""), sql)
 
 
 @cache
@@ -80,7 +62,7 @@ def _attnames() -> list[str]:
 
 @cache
 def at() -> Any:
-    """Where each ``Job`` field sits in a row of ``columns()``, as attributes (``at().queue``)."""
+    """Where each ``Job`` field sits in a row of ``JOB_COLUMNS``, as attributes (``at().queue``)."""
     names = _attnames()
     return namedtuple("JobColumns", names)(*range(len(names)))
 
@@ -139,7 +121,7 @@ def _instance(using: str, values: Sequence[Any]) -> Job:
 
 
 def to_job(using: str, row: Sequence[Any], *, as_stored: bool = False) -> Job:
-    """A ``Job`` from a row of ``columns()``, decoded and checked as the ORM would.
+    """A ``Job`` from a row of ``JOB_COLUMNS``, decoded and checked as the ORM would.
 
     ``as_stored``: a row that does not decode loads as stored instead of raising (for a
     row a settle just wrote: its outcome stands whatever a hand edit left in other columns).

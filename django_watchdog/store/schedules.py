@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from ..domain.errors import JobConflict
-from . import vendor
+from .dialects import dialect
 from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
 
@@ -36,7 +36,7 @@ def fire(
 
     states = ScheduleState.objects.using(using)
     with transaction.atomic(using=using):
-        vendor.bound_lock_waits(using)
+        dialect(using).bound_lock_waits()
         states.bulk_create(
             [ScheduleState(name=name, handled_until=now, updated_at=now)], ignore_conflicts=True
         )

@@ -21,6 +21,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
 from ..conf import setting, transaction_pooled
+from .dialects import dialect, dialect_class
 
 #: (PostgreSQL parameter, WATCHDOG setting, the parameter's unit per second of the setting;
 #: 0 for a plain count).
@@ -46,19 +47,16 @@ def worker_session() -> list[tuple[str, str]]:
 
 
 def configure(connection: BaseDatabaseWrapper) -> None:
-    """Apply the worker session settings to ``connection`` (PostgreSQL; one statement).
+    """Apply the worker session settings to ``connection`` (where the database has them).
 
     Behind a transaction pooler (``TRANSACTION_POOLER``) nothing: the session belongs to
     the pool, so a setting would reach other clients and miss our next transaction. Set
     them for the pooler's role or in the pooler instead (see the deploy how-to)."""
-    if connection.vendor != "postgresql" or transaction_pooled():
+    if dialect_class(connection) is None or transaction_pooled():
         return
     values = worker_session()
-    if not values:
-        return
-    calls = ", ".join(["set_config(%s, %s, false)"] * len(values))
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {calls}", [item for pair in values for item in pair])
+    if values:
+        dialect(connection.alias).configure_session(values)
 
 
 def configure_worker_connections(using: str) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from .dialects import dialect_class
+
 
 class UnreadableTimestamp(datetime):
     """A stored instant outside years 1–9999: the nearest one Python holds (``datetime.max``
@@ -37,7 +39,8 @@ def install_lenient_loader(sender: Any, connection: Any, **kwargs: Any) -> None:
     The wrapper keeps Django's loader's ``timezone``, so Django sees its own loader still in
     place and does not register another per cursor.
     """
-    if connection.vendor != "postgresql":
+    cls = dialect_class(connection)
+    if cls is None or not cls.LOADS_TIMESTAMPTZ:
         return
     try:
         import psycopg

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from ..domain import validation
 from ..domain.states import State
-from . import vendor
+from .dialects import dialect
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -35,7 +35,7 @@ def queued_twin(using: str, new: NewJob) -> Job | None:
 
     if not transaction.get_connection(using).in_atomic_block:
         raise RuntimeError("queued_twin() needs the enqueueing transaction")
-    vendor.lock_queue(using, new.queue)
+    dialect(using).lock_queue(new.queue)
     candidates = (
         Job.objects.using(using)
         .filter(

@@ -9,7 +9,8 @@ from django.db import transaction
 
 from ..domain.errors import WatchdogError
 from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
-from . import batches, claims, due, vendor, waits, workers
+from . import batches, claims, due, waits, workers
+from .dialects import dialect
 from .waits import LockBusy
 
 __all__ = ["LockBusy", "WorkerStore"]
@@ -144,7 +145,7 @@ class WorkerStore:
         concurrency: int,
     ) -> None:
         with waits.bounded(), transaction.atomic(using=self.using):
-            vendor.bound_lock_waits(self.using)
+            dialect(self.using).bound_lock_waits()
             workers.register(
                 self.using,
                 worker_id,
@@ -156,19 +157,19 @@ class WorkerStore:
 
     def heartbeat(self, worker_id: str) -> bool:
         with waits.bounded(), transaction.atomic(using=self.using):
-            vendor.bound_lock_waits(self.using)
+            dialect(self.using).bound_lock_waits()
             return workers.heartbeat(self.using, worker_id)
 
     def deregister(self, worker_id: str) -> None:
         with waits.bounded(), transaction.atomic(using=self.using):
-            vendor.bound_lock_waits(self.using)
+            dialect(self.using).bound_lock_waits()
             workers.deregister(self.using, worker_id)
 
     def reap(self, *, timeout: float) -> int:
         """Delete long-silent workers' rows; 0 (try again later) if a row was locked."""
         try:
             with waits.bounded(), transaction.atomic(using=self.using):
-                vendor.bound_lock_waits(self.using)
+                dialect(self.using).bound_lock_waits()
                 return workers.reap(self.using, timeout=timeout)
         except LockBusy:
             return 0

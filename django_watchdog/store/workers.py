@@ -11,7 +11,7 @@ from typing import NamedTuple
 from django.db import transaction
 
 from ..domain.states import State
-from . import vendor
+from .clock import DatabaseClock
 
 
 class Registered(NamedTuple):
@@ -44,7 +44,7 @@ def register(
         "lanes": list(lanes),
         "exclude_lanes": list(exclude_lanes),
         "concurrency": concurrency,
-        "heartbeat_at": vendor.DatabaseClock(),
+        "heartbeat_at": DatabaseClock(),
     }
     Worker.objects.using(using).update_or_create(
         worker_id=worker_id,
@@ -59,9 +59,7 @@ def heartbeat(using: str, worker_id: str) -> bool:
     from ..models import Worker
 
     return bool(
-        Worker.objects.using(using)
-        .filter(worker_id=worker_id)
-        .update(heartbeat_at=vendor.DatabaseClock())
+        Worker.objects.using(using).filter(worker_id=worker_id).update(heartbeat_at=DatabaseClock())
     )
 
 
@@ -80,7 +78,7 @@ def reap(using: str, *, timeout: float) -> int:
         busy = Job.objects.using(using).filter(state=State.RUNNING).values("claimed_by")
         deleted, _ = (
             Worker.objects.using(using)
-            .filter(heartbeat_at__lt=vendor.DatabaseClock(10 * timeout))
+            .filter(heartbeat_at__lt=DatabaseClock(10 * timeout))
             .exclude(worker_id__in=busy)
             .delete()
         )

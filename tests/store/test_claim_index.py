@@ -14,7 +14,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from django_watchdog.models import Job, Queue
-from django_watchdog.store import claims, feed, vendor
+from django_watchdog.store import claims, feed
+from django_watchdog.store.dialects import dialect
 
 pytestmark = pytest.mark.django_db
 
@@ -69,9 +70,9 @@ def _plan(lanes: tuple[str, ...], exclude_lanes: tuple[str, ...]) -> str:
     partition = claims.Partition(lanes=lanes, exclude_lanes=exclude_lanes)
     sql, params = claims.claim_statement("default", partition, token="t", worker_id="w")
     if connection.vendor == "postgresql":
-        rows = vendor.fetch("default", "EXPLAIN " + sql, params)
+        rows = dialect("default").fetch("EXPLAIN " + sql, params)
         return "\n".join(str(row[0]) for row in rows)
-    rows = vendor.fetch("default", "EXPLAIN QUERY PLAN " + sql, params)
+    rows = dialect("default").fetch("EXPLAIN QUERY PLAN " + sql, params)
     return "\n".join(str(row[-1]) for row in rows)
 
 
@@ -126,9 +127,9 @@ def test_the_realistic_table_claims_the_best_head() -> None:
 
 def _feed_plan(lanes: tuple[str, ...], exclude_lanes: tuple[str, ...]) -> str:
     """The plan of exactly the statement a feed read runs (``feed.settled_after_statement``)."""
-    sql, params = feed.settled_after_statement(100, 256, lanes, exclude_lanes)
+    sql, params = feed.settled_after_statement("default", 100, 256, lanes, exclude_lanes)
     explain = "EXPLAIN " if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN "
-    rows = vendor.fetch("default", explain + sql, params)
+    rows = dialect("default").fetch(explain + sql, params)
     return "\n".join(str(row[0] if connection.vendor == "postgresql" else row[-1]) for row in rows)
 
 

@@ -1,0 +1,295 @@
+"""What every dialect shares: running a named statement where Django's instrumentation sees it.
+
+A dialect is bound to one database alias. Its statements are class constants written with
+named parameters (``%(name)s``, bound from a dict); the verbs call its methods and never ask
+which database this is. ``Dialect.run`` is the one place a statement reaches the driver.
+
+Instrumentation: every statement passes through the connection's ``execute_wrapper`` hooks
+(APM, tracing, ``sqlcommenter``) with the statement text and its parameters, and is logged
+in ``connection.queries`` whenever Django logs queries (``DEBUG``, ``CaptureQueriesContext``,
+``assertNumQueries``): then it runs on Django's own cursor, as any ORM query does. Otherwise it
+runs on a driver cursor of the same connection: Django's cursor wrapper costs more than a short
+statement does (on SQLite it rewrites placeholders with a regular expression on every call),
+and on PostgreSQL the driver's cursor prepares each statement once per connection (planning
+the claim and settle statements costs ~10x their execution). Errors surface as ``django.db``
+exceptions either way, a transaction marked for rollback refuses them, and the transaction
+is Django's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from django.db import connections, transaction
+from django.db.backends.utils import CursorWrapper
+
+from . import common
+
+if TYPE_CHECKING:
+    from ..enqueue import NewJob
+
+Params = Mapping[str, Any]
+Row = tuple[Any, ...]
+
+
+class Dialect:
+    """One database's statements and the methods that bind them, for one alias."""
+
+    #: ``connection.vendor`` of the databases this dialect speaks to.
+    vendor: ClassVar[str]
+    #: The database's clock as SQL: one clock orders every job timestamp, whichever machine
+    #: wrote it, and a settle always stamps before the claim it makes possible.
+    NOW: ClassVar[str]
+    #: How idle workers learn of new work sooner than their next poll: ``"notify"``
+    #: (``notifications()``), ``"data_version"`` (``data_version()``), or ``None``.
+    WAKE: ClassVar[str | None] = None
+    #: Whether the driver loads ``timestamptz`` values Python cannot hold (then watchdog
+    #: installs a loader that marks them unreadable: ``store.timestamps``).
+    LOADS_TIMESTAMPTZ: ClassVar[bool] = False
+
+    # The statements every dialect names (a new dialect defines each, composed from
+    # ``common``); those that take the partition's lane terms are functions of them.
+    SETTLE: ClassVar[str]
+    RETRY: ClassVar[str]
+    PRIOR: ClassVar[str]
+    HEAD: ClassVar[str]
+    ANY_DUE: ClassVar[str]
+    NEXT_DUE: ClassVar[str]
+    CREATE_CLOCK: ClassVar[str]
+    ADVANCE_CLOCK: ClassVar[str]
+    ANY_UNPOSITIONED: ClassVar[str]
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    @property
+    def connection(self) -> Any:
+        return connections[self.using]
+
+    # running statements
+
+    def fetch(self, sql: str, params: Params | None = None) -> list[Row]:
+        """Run one statement; the rows it returned."""
+        rows: list[Row] = self.run(sql, params or {}, lambda cursor: list(cursor.fetchall()))
+        return rows
+
+    def execute(self, sql: str, params: Params | None = None) -> int:
+        """Run one statement; its row count."""
+        count: int = self.run(sql, params or {}, lambda cursor: int(cursor.rowcount))
+        return count
+
+    def run(self, sql: str, params: Params, read: Callable[[Any], Any]) -> Any:
+        """Run ``sql`` with ``params`` and return ``read(cursor)``: the one way in."""
+        connection = self.connection
+        if connection.queries_logged or not self.fast_path():
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return read(cursor)
+        with connection.wrap_database_errors, self.driver_cursor() as raw:
+            connection.validate_no_broken_transaction()
+            executor: Callable[..., Any] = partial(self._execute_on_driver, raw)
+            for wrapper in reversed(connection.execute_wrappers):
+                executor = partial(wrapper, executor)
+            context = {"connection": connection, "cursor": CursorWrapper(raw, connection)}
+            executor(sql, params, False, context)
+            return read(raw)
+
+    def fast_path(self) -> bool:
+        """Whether statements may run on a driver cursor (see the module docstring)."""
+        return True
+
+    @contextmanager
+    def driver_cursor(self) -> Iterator[Any]:
+        """A cursor of the driver on Django's connection (opened if need be)."""
+        connection = self.connection
+        connection.ensure_connection()
+        cursor = connection.connection.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+
+    def _execute_on_driver(
+        self, raw: Any, sql: str, params: Params, many: bool, context: Mapping[str, Any]
+    ) -> Any:
+        return raw.execute(sql, params)
+
+    # values as the driver wants them
+
+    def param_datetime(self, value: datetime | None) -> Any:
+        """A datetime as this database's driver wants it (SQLite: the ORM's text form)."""
+        if value is None:
+            return None
+        return self.connection.ops.adapt_datetimefield_value(value)
+
+    def param_json(self, value: Any) -> Any:
+        """A JSON value for a JSON column; ``None`` stays SQL NULL, as the ORM stores it."""
+        if value is None:
+            return None
+        return self.connection.ops.adapt_json_value(value, None)
+
+    # spelling
+
+    @staticmethod
+    def is_set(column: str) -> str:
+        """``column`` (a boolean) is true, spelt as the partial indexes' predicates are."""
+        return f"{column} = TRUE"
+
+    @staticmethod
+    def is_unset(column: str) -> str:
+        """``column`` (a boolean) is false, spelt as the partial indexes' predicates are."""
+        return f"{column} = FALSE"
+
+    # statements every dialect composes alike
+
+    def heads_of(self, count: int) -> str:
+        """The heads of ``count`` queues (``%(queue_0)s``…) in one statement."""
+        return _heads_of(self.is_unset, count)
+
+    # statements that take a partition's lane terms (``lanes``: SQL with named parameters)
+
+    def claim_sql(self, lanes: str) -> str:
+        """Take up to ``%(limit)s`` best claimable jobs (``%(now)s``) under ``%(token)s``
+        for ``%(worker_id)s``, returning their rows (the claim statement)."""
+        raise NotImplementedError
+
+    def any_ready_sql(self, lanes: str) -> str:
+        raise NotImplementedError
+
+    def retry_pending_sql(self, lanes: str) -> str:
+        return common.retry_pending(lanes)
+
+    def settled_after_sql(self, lanes: str) -> str:
+        return common.settled_after(lanes)
+
+    # the steps verbs take, each the database's own way (see the dialects)
+
+    def bound_lock_waits(self) -> None:
+        """In a bounded block (``waits.bounded``), bound the caller's lock waits."""
+        raise NotImplementedError
+
+    def lock_queue(self, queue: str) -> None:
+        """Serialise every change to ``queue`` until this transaction ends."""
+        raise NotImplementedError
+
+    def lock_queues(self, queues: Sequence[str]) -> None:
+        """``lock_queue`` for several, in name order (no deadlock between two callers)."""
+        raise NotImplementedError
+
+    def lock_queues_of_jobs(self, job_ids: Sequence[str]) -> None:
+        """``lock_queues`` for the queues of these jobs."""
+        raise NotImplementedError
+
+    def lock_queue_of(self, job_id: str) -> str | None:
+        """Lock the queue of ``job_id`` and return its name; ``None`` if no such job."""
+        raise NotImplementedError
+
+    def notify(self, lane: str) -> None:
+        """Wake idle workers of ``lane`` once this transaction commits."""
+        raise NotImplementedError
+
+    def settle_and_refresh(
+        self, params: Params, queue: str, quiet_lanes: Sequence[str]
+    ) -> tuple[Row, Row | None] | None:
+        """Settle (``SETTLE``'s parameters) and refresh the queue's head (waking its lane
+        unless in ``quiet_lanes``): the settled row and the head row (``None``: idle);
+        ``None`` if the fenced update changed nothing."""
+        raise NotImplementedError
+
+    def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
+        """The queue's head row (``HEAD``), made ready; a head displaced by one of
+        ``entered`` loses its ready flag. ``None``: the queue is idle."""
+        raise NotImplementedError
+
+    def enter_jobs(
+        self, batch: Sequence[NewJob], delays: Sequence[bool], now: datetime
+    ) -> tuple[list[Row], set[str], dict[int, bool]]:
+        """Insert ``batch`` and settle its queues' heads: (id, job_id, enqueued_at, ready)
+        of each row inserted (a repeated id inserts none), the queues created, and ready
+        flags that changed after their rows were returned."""
+        raise NotImplementedError
+
+    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
+        """Settle each (job_id, token, outcome, reason, result, traceback) fenced by its
+        token, and ready each queue's next head: the settled rows."""
+        raise NotImplementedError
+
+    def due_delayed(self, at: Any, limit: int) -> list[Row]:
+        """(id, queue) of delayed jobs due at ``at`` whose queues this transaction may
+        change now, due order, up to ``limit``."""
+        raise NotImplementedError
+
+    def enter_order(self, pk: int) -> int:
+        """Give a due delayed job the next position; 1 if it entered its queue's order."""
+        raise NotImplementedError
+
+    def feed_clock(self) -> list[Row]:
+        """The feed clock's row (its last position), held for this transaction."""
+        raise NotImplementedError
+
+    def position_rows(self, base: int, batch: int) -> int:
+        """Number up to ``batch`` unpositioned, visible jobs after ``base``; how many."""
+        raise NotImplementedError
+
+    def forget_idle_queues(self, params: Params) -> int:
+        """Delete up to ``%(limit)s`` task queue rows (``common.TASK_QUEUE``) that no job
+        names, judged while each row is locked; how many."""
+        raise NotImplementedError
+
+    def configure_session(self, values: Sequence[tuple[str, str]]) -> None:
+        """Set these (parameter, value) pairs for this connection's session, if the
+        database has such settings (a worker's own connections: ``store.sessions``)."""
+
+    def row_estimate(self, sql: str, params: Sequence[Any]) -> int | None:
+        """The planner's row estimate for an ORM query, if the database offers one."""
+        return None
+
+    def data_version(self) -> int:
+        """(``WAKE == "data_version"``) A number that changes when another connection commits."""
+        raise NotImplementedError
+
+    def notifications(self, channel: str) -> AbstractContextManager[Any]:
+        """(``WAKE == "notify"``) A connection of its own listening on ``channel``."""
+        raise NotImplementedError
+
+    # transactions
+
+    def claim_transaction(self, *, announcing: bool) -> AbstractContextManager[Any]:
+        """The transaction a claim needs (``announcing``: ``queue_changed`` has receivers)."""
+        return transaction.atomic(using=self.using)
+
+
+@lru_cache(maxsize=64)
+def _heads_of(is_unset: Callable[[str], str], count: int) -> str:
+    return common.heads_of(is_unset, count)
+
+
+def in_clause(
+    column: str, name: str, values: Sequence[str], *, negate: bool = False
+) -> tuple[str, dict[str, str]]:
+    """``column IN (%(name_0)s, …)`` (or ``NOT IN``) for ``values``, with its parameters."""
+    names = [f"{name}_{index}" for index in range(len(values))]
+    placeholders = ", ".join(f"%({n})s" for n in names)
+    keyword = "NOT IN" if negate else "IN"
+    return f"{column} {keyword} ({placeholders})", dict(zip(names, values, strict=True))
+
+
+def lane_predicate(
+    column: str, lanes: Sequence[str], exclude_lanes: Sequence[str]
+) -> tuple[str, dict[str, str]]:
+    """SQL restricting ``column`` to a worker's lane partition, with its parameters."""
+    clauses: list[str] = []
+    params: dict[str, str] = {}
+    if lanes:
+        clause, bound = in_clause(column, "lane", lanes)
+        clauses.append(clause)
+        params.update(bound)
+    if exclude_lanes:
+        clause, bound = in_clause(column, "exclude_lane", exclude_lanes, negate=True)
+        clauses.append(clause)
+        params.update(bound)
+    return (" AND ".join(clauses) or "1 = 1"), params

@@ -1,0 +1,411 @@
+"""SQLite: every statement the store runs there, by name, beside the method that binds it.
+
+One writer at a time: a write transaction (``BEGIN IMMEDIATE``) already excludes every other
+writer, so nothing is locked row by row and every read inside it is current. SQLite uses a
+partial index only if the query repeats its predicate term for term, and Django writes a
+boolean term as ``x`` (5.2) or ``x = 1`` (6.x): ``is_set`` states both.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from . import common
+from .base import Dialect, Params, Row
+
+if TYPE_CHECKING:
+    from ..enqueue import NewJob
+
+NOW = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+
+
+def is_set(column: str) -> str:
+    return f"({column} AND {column} = 1)"
+
+
+def is_unset(column: str) -> str:
+    return f"(NOT {column} AND {column} = 0)"
+
+
+#: Rows per multi-row statement: a statement repeated with the same text is prepared once,
+#: so short ones win (SQLite 3.40: 2,000 rows took 7.3 ms as 20 statements of 100 and
+#: 9.6 ms as 2 of 1,000).
+ROWS_PER_STATEMENT = 100
+
+
+def values(names: Sequence[str], count: int, *, grouped: bool = True) -> str:
+    """Placeholders for ``count`` rows of ``names`` (row ``n``'s named ``<name>_<n>``):
+    ``(…), (…)``, or without the parentheses for one-column lists (``grouped=False``)."""
+    rows = (", ".join(f"%({name}_{n})s" for name in names) for n in range(count))
+    return ", ".join(f"({row})" if grouped else row for row in rows)
+
+
+@lru_cache(maxsize=64)
+def claim(lanes: str) -> str:
+    """Take the best ready jobs in one statement (the write transaction already excludes
+    other claimers): picked through the claim index, numbered after the ``LIMIT``."""
+    candidates = f"({common.candidates(is_set, lanes)}) AS candidate"
+    return f"""
+UPDATE watchdog_job AS taken SET {common.claim_set(NOW)}
+  FROM ({common.picked(candidates)}) AS picked
+ WHERE taken.id = picked.id AND taken.state = 'queued'
+RETURNING {common.job_columns()}
+"""
+
+
+@lru_cache(maxsize=64)
+def any_ready(lanes: str) -> str:
+    return common.any_ready(is_set, lanes)
+
+
+SETTLE = common.settle(NOW)
+RETRY = common.retry(NOW)
+PRIOR = common.PRIOR
+QUEUE_OF_JOB = "SELECT queue FROM watchdog_job WHERE job_id = %(job_id)s"
+
+# queue heads
+
+HEAD = common.head(is_unset)
+MARK_READY = "UPDATE watchdog_job SET ready = TRUE WHERE id = %(id)s AND NOT ready"
+#: The head ``%(id)s`` displaced (by entering the order ahead of it) loses its ready flag.
+DEMOTE = f"""
+UPDATE watchdog_job SET ready = FALSE
+ WHERE queue = %(queue)s AND {is_set("ready")} AND cancellation_id IS NULL AND id <> %(id)s
+"""
+
+# enqueue
+
+#: ``RETURNING`` yields only the rows inserted, so the queues created here.
+CREATE_QUEUES_ROW = ("name", "created_at")
+
+
+@lru_cache(maxsize=128)
+def create_queues(count: int) -> str:
+    return (
+        f"INSERT INTO watchdog_queue (name, created_at) VALUES {values(CREATE_QUEUES_ROW, count)}"
+        " ON CONFLICT (name) DO NOTHING RETURNING name"
+    )
+
+
+#: Ids follow the last one AUTOINCREMENT gave (read in the statement), in the order of the
+#: rows' ``ordinal``, so a position is its job's id as on PostgreSQL. ``ready`` comes
+#: decided for the jobs of queues created by this call; ``REFRESH_HEADS`` settles the
+#: others. (``WHERE TRUE`` parses the upsert clause as such after a ``SELECT``.)
+INSERT_JOBS_ROW = (
+    "ordinal", "job_id", "queue", "lane", "priority", "payload", "max_recoveries", "delayed",
+    "run_after", "retry_policy", "timeout", "ready",
+)  # fmt: skip
+
+
+@lru_cache(maxsize=128)
+def insert_jobs(count: int) -> str:
+    return f"""
+INSERT INTO watchdog_job
+    (id, position, job_id, queue, lane, priority, payload, max_recoveries, delayed, run_after,
+     retry_policy, timeout, ready, state, recovery_count, attempts, enqueued_at)
+SELECT last.id + v.n, CASE WHEN v.column8 THEN NULL ELSE last.id + v.n END,
+       v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8,
+       v.column9, v.column10, v.column11, v.column12, 'queued', 0, 0, {NOW}
+  FROM (SELECT row_number() OVER (ORDER BY column1) AS n, *
+          FROM (VALUES {values(INSERT_JOBS_ROW, count)})) AS v,
+       (SELECT COALESCE(MAX(seq), 0) AS id FROM sqlite_sequence
+         WHERE name = 'watchdog_job') AS last
+ WHERE TRUE
+ ORDER BY v.n
+ON CONFLICT (job_id) DO NOTHING
+RETURNING id, job_id, enqueued_at, ready
+"""
+
+
+QUEUE_ROW = ("queue",)
+
+
+#: The ``ready`` flag of every current head and every new job (id ``>= %(first_id)s``) of
+#: the given queues, from the queue-head rule.
+@lru_cache(maxsize=128)
+def refresh_heads(count: int) -> str:
+    return f"""
+UPDATE watchdog_job AS w SET ready = CASE WHEN w.id = (
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM watchdog_job r
+                              WHERE r.queue = w.queue AND r.state = 'running') THEN NULL
+           ELSE {common.next_head(is_unset, "w.queue")}
+           END) THEN 1 ELSE 0 END
+ WHERE w.queue IN ({values(QUEUE_ROW, count, grouped=False)})
+   AND w.state = 'queued' AND w.cancellation_id IS NULL
+   AND ({is_set("w.ready")} OR w.id >= %(first_id)s)
+RETURNING id, ready
+"""
+
+
+# a batching worker's step
+
+SETTLE_MANY_ROW = ("job_id", "token", "outcome", "reason", "result", "traceback")
+
+
+@lru_cache(maxsize=128)
+def settle_many(count: int) -> str:
+    return f"""
+WITH i(job_id, token, outcome, reason, result, traceback) AS (
+    VALUES {values(SETTLE_MANY_ROW, count)})
+UPDATE watchdog_job AS j SET {common.settle_set(NOW)}
+  FROM i
+ WHERE j.job_id = i.job_id AND j.state = 'running' AND j.claim_token = i.token
+RETURNING {common.job_columns()}
+"""
+
+
+#: The next head of each given queue becomes ready, unless a job of the queue still runs.
+@lru_cache(maxsize=128)
+def ready_next_heads(count: int) -> str:
+    return f"""
+UPDATE watchdog_job SET ready = TRUE
+ WHERE {is_unset("ready")} AND id IN (
+    SELECT {common.next_head(is_unset, "q.name")}
+      FROM watchdog_queue q
+     WHERE q.name IN ({values(QUEUE_ROW, count, grouped=False)})
+       AND NOT EXISTS (SELECT 1 FROM watchdog_job x
+                        WHERE x.queue = q.name AND x.state = 'running'))
+"""
+
+
+# time-driven changes
+
+DUE_DELAYED = common.due_delayed(is_set)
+ANY_DUE = DUE_DELAYED
+NEXT_DUE = common.next_due(is_set)
+NEXT_ID = "UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'watchdog_job' RETURNING seq"
+POSITION = (
+    "UPDATE watchdog_job SET delayed = FALSE, position = %(position)s WHERE id = %(id)s AND delayed"
+)
+
+# the settled feed
+
+READ_CLOCK = "SELECT last_position FROM watchdog_feed_clock WHERE id = 1"
+POSITION_ROWS = f"""
+UPDATE watchdog_job
+   SET feed_position = %(base)s + fresh.rank
+  FROM (SELECT id, row_number() OVER (ORDER BY id) AS rank
+          FROM (SELECT id FROM watchdog_job
+                 WHERE feed_position IS NULL AND {is_unset("delayed")}
+                 ORDER BY id
+                 LIMIT %(batch)s) AS unpositioned) AS fresh
+ WHERE watchdog_job.id = fresh.id
+"""
+
+# idle task queues
+
+#: One statement: the write transaction excludes every other writer.
+DELETE_IDLE_QUEUES = f"""
+DELETE FROM watchdog_queue WHERE name IN (
+    SELECT q.name FROM watchdog_queue q
+     WHERE {common.TASK_QUEUE} AND {common.names_no_job(is_set, is_unset)}
+     ORDER BY q.name
+     LIMIT %(limit)s)
+"""
+
+# wake-up
+
+#: Changes whenever another connection commits: a cheap poll for new work.
+DATA_VERSION = "PRAGMA data_version"
+
+_PYFORMAT = re.compile(r"%\((\w+)\)s")
+
+
+@lru_cache(maxsize=1024)
+def named_style(sql: str) -> str:
+    """``sql`` in sqlite3's named style (``:name``), as Django's SQLite cursor rewrites it."""
+    return _PYFORMAT.sub(r":\1", sql).replace("%%", "%")
+
+
+class SqliteDialect(Dialect):
+    vendor = "sqlite"
+    NOW = NOW
+    WAKE = "data_version"
+    is_set = staticmethod(is_set)
+    is_unset = staticmethod(is_unset)
+
+    SETTLE, RETRY, PRIOR, HEAD = SETTLE, RETRY, PRIOR, HEAD
+    ANY_DUE, NEXT_DUE = ANY_DUE, NEXT_DUE
+    CREATE_CLOCK, ADVANCE_CLOCK = common.CREATE_CLOCK, common.ADVANCE_CLOCK
+    ANY_UNPOSITIONED = common.any_unpositioned(is_unset)
+
+    def _execute_on_driver(
+        self, raw: Any, sql: str, params: Params, many: bool, context: Mapping[str, Any]
+    ) -> Any:
+        return raw.execute(named_style(sql), params)
+
+    # locks: the write transaction holds every one
+
+    def bound_lock_waits(self) -> None:
+        """The busy timeout already bounds every wait for the write lock."""
+
+    def lock_queue(self, queue: str) -> None:
+        """The write transaction already excludes every other writer."""
+
+    def lock_queues(self, queues: Sequence[str]) -> None:
+        """The write transaction already excludes every other writer."""
+
+    def lock_queues_of_jobs(self, job_ids: Sequence[str]) -> None:
+        """The write transaction already excludes every other writer."""
+
+    def lock_queue_of(self, job_id: str) -> str | None:
+        rows = self.fetch(QUEUE_OF_JOB, {"job_id": job_id})
+        return str(rows[0][0]) if rows else None
+
+    def notify(self, lane: str) -> None:
+        """Workers notice commits by ``PRAGMA data_version``: nothing to send."""
+
+    # many rows at once
+
+    def fetch_rows(
+        self,
+        statement: Callable[[int], str],
+        names: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        extra: Mapping[str, Any] | None = None,
+    ) -> list[Row]:
+        """Run ``statement(count)`` for ``rows`` (values of ``names``), ``count`` rows at a
+        time, ``extra`` bound beside them; the rows every statement returned.
+
+        As many rows per statement as the library binds (a SQLite build option: 32,766 by
+        default, 999 before 3.32), at most ``ROWS_PER_STATEMENT``.
+        """
+        extra = dict(extra or {})
+        self.connection.ensure_connection()
+        limit = int(self.connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+        step = max(1, min(ROWS_PER_STATEMENT, (limit - len(extra)) // len(names)))
+        found: list[Row] = []
+        for start in range(0, len(rows), step):
+            chunk = rows[start : start + step]
+            params = dict(extra)
+            for n, row in enumerate(chunk):
+                params.update({f"{name}_{n}": v for name, v in zip(names, row, strict=True)})
+            found.extend(self.fetch(statement(len(chunk)), params))
+        return found
+
+    # the steps verbs take
+
+    def claim_sql(self, lanes: str) -> str:
+        return claim(lanes)
+
+    def any_ready_sql(self, lanes: str) -> str:
+        return any_ready(lanes)
+
+    def settle_and_refresh(
+        self, params: Params, queue: str, quiet_lanes: Sequence[str]
+    ) -> tuple[Row, Row | None] | None:
+        """Settle (``SETTLE``'s parameters) and refresh the queue's head: the settled row
+        and the head row; ``None`` if the fenced update changed nothing."""
+        changed = self.fetch(SETTLE, params)
+        if not changed:
+            return None
+        return changed[0], self.refresh_head(queue)
+
+    def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
+        """The queue's head row, made ready; a head it displaced (one of ``entered`` took
+        its place) loses its ready flag."""
+        rows = self.fetch(HEAD, {"queue": queue})
+        if not rows:
+            return None
+        row = rows[0]
+        rank, pk, _, _, ready, _ = row
+        if rank != 0:
+            if pk in entered:
+                self.execute(DEMOTE, {"queue": queue, "id": pk})
+            if not ready:
+                self.execute(MARK_READY, {"id": pk})
+        return row
+
+    def enter_jobs(
+        self, batch: Sequence[NewJob], delays: Sequence[bool], now: datetime
+    ) -> tuple[list[Row], set[str], dict[int, bool]]:
+        """Insert ``batch``: (id, job_id, enqueued_at, ready) of each row inserted, the
+        queues created, and the ready flags the queues' heads then took."""
+        queues = sorted({new.queue for new in batch})
+        stamp = self.param_datetime(now)
+        found = self.fetch_rows(create_queues, CREATE_QUEUES_ROW, [(q, stamp) for q in queues])
+        created = {name for (name,) in found}
+        heads_of_created = _best_new_jobs(batch, delays, created)
+        values = [
+            (index, *self.job_values(new, delays[index]), index in heads_of_created)
+            for index, new in enumerate(batch)
+        ]
+        inserted = self.fetch_rows(insert_jobs, INSERT_JOBS_ROW, values)
+        first: dict[str, int] = {}
+        for index, new in enumerate(batch):
+            first.setdefault(new.job_id, index)
+        entered = sorted(
+            {batch[first[row[1]]].queue for row in inserted if not delays[first[row[1]]]} - created
+        )
+        ready: dict[int, bool] = {}
+        if entered:
+            first_id = min(row[0] for row in inserted)
+            refreshed = self.fetch_rows(
+                refresh_heads, QUEUE_ROW, [(q,) for q in entered], extra={"first_id": first_id}
+            )
+            ready = {pk: bool(flag) for pk, flag in refreshed}
+        return inserted, created, ready
+
+    def job_values(self, new: NewJob, delayed: bool) -> tuple[Any, ...]:
+        """What enqueue writes for ``new``, in ``INSERT_JOBS_ROW`` order after ``ordinal``."""
+        return (
+            new.job_id,
+            new.queue,
+            new.lane,
+            new.priority,
+            self.param_json(new.payload),
+            new.max_recoveries,
+            delayed,
+            self.param_datetime(new.run_after),
+            self.param_json(new.retry.to_json() if new.retry else None),
+            new.timeout,
+        )
+
+    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
+        """Settle each (``SETTLE_MANY_ROW``) and ready each queue's next head."""
+        from ..rows import column_index
+
+        found = self.fetch_rows(settle_many, SETTLE_MANY_ROW, rows)
+        queues = sorted({row[column_index("queue")] for row in found})
+        self.fetch_rows(ready_next_heads, QUEUE_ROW, [(q,) for q in queues])
+        return found
+
+    def due_delayed(self, at: Any, limit: int) -> list[Row]:
+        """Due delayed jobs (id, queue), due order, of queues this transaction may change."""
+        return self.fetch(DUE_DELAYED, {"now": at, "limit": limit})
+
+    def enter_order(self, pk: int) -> int:
+        """Give a due delayed job the next position: it joins its queue's order."""
+        position = self.fetch(NEXT_ID)[0][0]
+        return self.execute(POSITION, {"position": position, "id": pk})
+
+    def feed_clock(self) -> list[Row]:
+        """The feed clock's last position (locked for this transaction)."""
+        return self.fetch(READ_CLOCK)
+
+    def position_rows(self, base: int, batch: int) -> int:
+        return self.execute(POSITION_ROWS, {"base": base, "batch": batch})
+
+    def forget_idle_queues(self, params: Params) -> int:
+        return self.execute(DELETE_IDLE_QUEUES, params)
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection commits."""
+        return int(self.fetch(DATA_VERSION)[0][0])
+
+
+def _best_new_jobs(batch: Sequence[NewJob], delays: Sequence[bool], queues: set[str]) -> set[int]:
+    """Indexes in ``batch`` of each of ``queues``' best non-delayed job (older wins ties)."""
+    best: dict[str, int] = {}
+    for index, new in enumerate(batch):
+        if delays[index] or new.queue not in queues:
+            continue
+        held = best.get(new.queue)
+        if held is None or new.priority > batch[held].priority:
+            best[new.queue] = index
+    return set(best.values())
