@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
 from django.contrib.admin.views.main import ChangeList
+from django.db import router
 from django.db.models import Count, Min, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -21,6 +22,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from .. import api
 from ..domain.states import PENDING_STATES, State
 from ..models import Job, Queue
+from ..store import heads
 from . import confirmation, display
 from .base import PAGE_INFO, ReadOnlyAdmin, page_info
 from .job_actions import log
@@ -102,10 +104,14 @@ class QueueAdmin(ReadOnlyAdmin):
         return queryset.filter(name__startswith=term), False
 
     def annotate_page(self, rows: Sequence[Any]) -> None:
-        """Heads and per-state counts for the shown queues: one indexed query per state."""
+        """Heads and per-state counts for the shown queues: one indexed query per state, and
+        one for every head shown."""
+        if not rows:
+            return
         names = [row.name for row in rows]
-        db = rows[0]._state.db if rows else None
+        db = rows[0]._state.db or router.db_for_read(Job)
         jobs = Job.objects.using(db)
+        shown_heads = heads.read_many(db, names)
         counts: dict[tuple[str, str], int] = {}
         oldest: dict[str, Any] = {}
         for state in State:
@@ -125,7 +131,7 @@ class QueueAdmin(ReadOnlyAdmin):
                 row,
                 PAGE_INFO,
                 {
-                    "head": api.queue_head(row.name, using=db),
+                    "head": shown_heads[row.name],
                     "counts": {state: counts.get((row.name, state), 0) for state in State},
                     "oldest_queued_age": display.age(oldest.get(row.name), now),
                 },

@@ -46,3 +46,19 @@ def test_head_is_per_queue() -> None:
     claimed()
     assert wd.queue_head("q1").state == "running"
     assert wd.queue_head("q2") == QueueHead(state="queued", job_id="b")
+
+
+def test_the_heads_of_many_queues_read_at_once_are_each_queues_own() -> None:
+    from django_watchdog.store import heads
+
+    wd.enqueue("run", queue="busy")
+    wd.enqueue("after", queue="busy")
+    assert Job.objects.claim().status == "claimed"
+    wd.enqueue("low", queue="waiting", priority=1)
+    wd.enqueue("high", queue="waiting", priority=5)
+    wd.cancel("high")
+    names = ["busy", "waiting", "empty", "busy"]
+    assert heads.read_many("default", names) == {
+        name: heads.read("default", name) for name in names
+    }
+    assert heads.read_many("default", []) == {}
