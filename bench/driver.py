@@ -169,13 +169,14 @@ def feed_reads() -> dict[str, Any]:
     the settled feed in pages of ``page``, and ``idle`` reads of a feed with nothing new."""
     import django_watchdog as wd
     from django_watchdog.domain.values import Decision
-    from django_watchdog.models import Job
+    from django_watchdog.store.store import Partition, Store
 
     n, page, idle = ARGS["n"], ARGS["page"], ARGS["idle"]
     wd.enqueue_many({"job_id": f"f:{i}", "queue": f"q{i % 100}", "lane": "bench"} for i in range(n))
-    while (claim := Job.objects.claim(lanes=["bench"])).status == "claimed":
+    store = Store()
+    while (claim := store.claim(Partition(lanes=("bench",)))).status == "claimed":
         assert claim.job is not None and claim.claim_token is not None
-        Job.objects.settle(claim.job.job_id, claim.claim_token, Decision.completed())
+        store.settle(claim.job.job_id, claim.claim_token, Decision.completed())
     wd.settled_jobs(None, 1)  # positions them all: the timed reads below only read
     settle_heap()
     started, cursor, read = time.perf_counter(), None, 0

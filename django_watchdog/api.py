@@ -17,6 +17,7 @@ from .twins import async_twin
 
 if TYPE_CHECKING:
     from .models import Job
+    from .store.store import Store
 
 MAX_FEED_LIMIT = 10_000
 
@@ -31,6 +32,14 @@ def _alias(using: object) -> str:
     if not isinstance(using, str) or using not in connections:
         raise InvalidInput("using", f"{using!r} is not a configured database alias")
     return using
+
+
+def _store(using: object) -> Store:
+    """The store on the alias ``using`` (checked). Imported here, not at the top, so
+    ``import django_watchdog`` works before Django's app registry is ready."""
+    from .store.store import Store
+
+    return Store(_alias(using))
 
 
 def enqueue(
@@ -53,7 +62,6 @@ def enqueue(
     Raises ``InvalidInput`` for a bad argument and ``JobConflict`` when ``job_id`` exists
     with a different queue, lane, priority, payload, recovery policy, delay, retry or timeout.
     """
-    from .models import Job
     from .store.enqueue import NewJob
 
     new = NewJob.parse(
@@ -67,7 +75,7 @@ def enqueue(
         retry=retry,
         timeout=timeout,
     )
-    return Job.objects.db_manager(_alias(using)).enqueue(new)
+    return _store(using).enqueue(new)
 
 
 ENQUEUE_FIELDS = frozenset(
@@ -95,7 +103,6 @@ def enqueue_many(
     item raises ``InvalidInput`` naming it (``jobs[3].priority``) before anything is
     written; a ``JobConflict`` rolls the whole batch back.
     """
-    from .models import Job
     from .store.enqueue import NewJob
 
     if isinstance(jobs, Mapping | str | bytes):
@@ -123,7 +130,7 @@ def enqueue_many(
             raise InvalidInput(f"jobs[{index}].{error.field}", error.problem) from error
     if not batch:
         return []
-    return Job.objects.db_manager(_alias(using)).enqueue_many(batch)
+    return _store(using).enqueue_many(batch)
 
 
 def cancel(
@@ -139,7 +146,6 @@ def cancel(
     Returns ``recorded``, ``replayed`` (same intent again), ``conflict`` (another intent, or
     ``only_if_queued`` and the job is not queued) or ``missing``.
     """
-    from .models import Job
 
     job_id = validation.identifier(job_id, "job_id")
     if cancellation_id is None:
@@ -148,7 +154,7 @@ def cancel(
         cancellation_id = validation.identifier(cancellation_id, "cancellation_id")
     only_if_queued = validation.flag(only_if_queued, "only_if_queued")
     requested_by = reruns.requester(requested_by)
-    return Job.objects.db_manager(_alias(using)).cancel(
+    return _store(using).cancel(
         job_id, cancellation_id, only_if_queued=only_if_queued, requested_by=requested_by
     )
 
@@ -168,13 +174,12 @@ def rerun(
     or ``<job_id>~rerun-<n>`` for the next number ``n``; a repeat with the same id returns
     ``duplicate`` and the same job. The original is not changed.
     """
-    from .models import Job
 
     job_id = validation.identifier(job_id, "job_id")
     if rerun_id is not None:
         rerun_id = validation.identifier(rerun_id, "rerun_id")
     requested_by = reruns.requester(requested_by)
-    return Job.objects.db_manager(_alias(using)).rerun(
+    return _store(using).rerun(
         job_id, rerun_id=rerun_id, requested_by=requested_by
     )
 
@@ -184,23 +189,21 @@ def get_job(job_id: str, *, using: str | None = None) -> Job | None:
     from .models import Job
 
     job_id = validation.identifier(job_id, "job_id")
-    return Job.objects.db_manager(_alias(using)).filter(job_id=job_id).first()
+    return Job.objects.using(_alias(using)).filter(job_id=job_id).first()
 
 
 def queue_head(queue: str, *, using: str | None = None) -> QueueHead:
     """What ``queue`` shows now: ``idle``, its next ``queued`` job, or its ``running`` job."""
-    from .models import Job
 
     queue = validation.identifier(queue, "queue")
-    return Job.objects.db_manager(_alias(using)).queue_head(queue)
+    return _store(using).queue_head(queue)
 
 
 def latest_settled(queue: str, *, using: str | None = None) -> Job | None:
     """The job of ``queue`` that settled last, or ``None``."""
-    from .models import Job
 
     queue = validation.identifier(queue, "queue")
-    return Job.objects.db_manager(_alias(using)).latest_settled(queue)
+    return _store(using).latest_settled(queue)
 
 
 def settled_jobs(
@@ -215,7 +218,6 @@ def settled_jobs(
 
     Reading on from each last ``cursor`` yields every settled job exactly once.
     """
-    from .models import Job
 
     position = validation.cursor(after)
     limit = validation.integer(limit, "limit", minimum=1, maximum=MAX_FEED_LIMIT)
@@ -223,26 +225,23 @@ def settled_jobs(
         raise InvalidInput("exclude_lane", "give lane or exclude_lane, not both")
     lanes = (validation.lane(lane),) if lane is not None else ()
     excluded = (validation.lane(exclude_lane, "exclude_lane"),) if exclude_lane is not None else ()
-    return Job.objects.db_manager(_alias(using)).settled_after(
+    return _store(using).settled_after(
         position, limit, lanes=lanes, exclude_lanes=excluded
     )
 
 
 def fail_lane(lane: str, reason: str, *, using: str | None = None) -> LaneFailure:
     """Settle up to 256 pending jobs of ``lane`` ``failed``; ``.more`` if any remain."""
-    from .models import Job
 
     lane = validation.lane(lane)
     reason = validation.reason(reason)
-    return Job.objects.db_manager(_alias(using)).fail_lane(lane, reason)
+    return _store(using).fail_lane(lane, reason)
 
 
 def purge_queued(queue: str, *, using: str | None = None) -> int:
     """Delete ``queue``'s queued jobs; running and settled jobs stay. Return the count."""
-    from .models import Job
-
     queue = validation.identifier(queue, "queue")
-    return Job.objects.db_manager(_alias(using)).purge_queued(queue)
+    return _store(using).purge_queued(queue)
 
 
 # The async twins (for async views): each runs its sync verb in the connection's thread.

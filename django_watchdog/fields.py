@@ -7,8 +7,8 @@ from typing import Any
 
 from django.db import models
 
+from .domain.as_stored import as_stored
 from .domain.errors import WatchdogError
-from .store.as_stored import as_stored
 
 
 class StrictJSONField(models.JSONField):

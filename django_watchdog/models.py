@@ -8,12 +8,11 @@ from django.db import models
 from django.db.models import Q
 
 from .domain import validation
+from .domain.as_stored import as_stored
 from .domain.errors import WatchdogError
 from .domain.states import Outcome, State
+from .domain.timestamps import UnreadableTimestamp
 from .fields import StrictJSONField
-from .store.as_stored import as_stored
-from .store.manager import JobManager
-from .store.timestamps import UnreadableTimestamp
 
 QUEUED, RUNNING, SETTLED = State.QUEUED.value, State.RUNNING.value, State.SETTLED.value
 PENDING = (QUEUED, RUNNING)
@@ -68,7 +67,6 @@ class Job(models.Model):
     #: Who asked for the re-run, as ``cancellation_requested_by``.
     rerun_requested_by = models.CharField(max_length=150, null=True, blank=True)
 
-    objects = JobManager()
 
     class Meta:
         db_table = "watchdog_job"

@@ -9,7 +9,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db import models
 from django.http import HttpRequest
 
-from ..store.as_stored import reading_as_stored
+from ..domain.as_stored import reading_as_stored
 from .pagination import EstimatedCountPaginator
 
 #: Attribute under which ``annotate_page`` leaves its per-row figures on each instance.

@@ -22,7 +22,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from .. import api
 from ..domain.states import PENDING_STATES, State
 from ..models import Job, Queue
-from ..store import heads
+from ..store.store import Store
 from . import confirmation, display
 from .base import PAGE_INFO, ReadOnlyAdmin, page_info
 from .job_actions import log
@@ -111,7 +111,7 @@ class QueueAdmin(ReadOnlyAdmin):
         names = [row.name for row in rows]
         db = rows[0]._state.db or router.db_for_read(Job)
         jobs = Job.objects.using(db)
-        shown_heads = heads.read_many(db, names)
+        shown_heads = Store(db).queue_heads(names)
         counts: dict[tuple[str, str], int] = {}
         oldest: dict[str, Any] = {}
         for state in State:

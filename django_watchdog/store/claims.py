@@ -18,12 +18,13 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..domain import states
+from ..domain.as_stored import reading_as_stored
 from ..domain.errors import WatchdogError
 from ..domain.states import Outcome, State
 from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, QueueHead, ReconcileResult, SettleResult
+from ..models import Job, Worker
 from . import heads, rows, waits
-from .as_stored import reading_as_stored
 from .clock import DatabaseClock
 from .dialects import dialect, lane_predicate
 
@@ -167,7 +168,6 @@ def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> Watchdo
 
     ``queue_changed`` is sent with the new head and ``settled=None`` (the row is no ``Job``).
     """
-    from ..models import Job
 
     pk = row[rows.column_index("id")]
     queue = row[rows.column_index("queue")]
@@ -269,7 +269,6 @@ def settle_in_transaction(
 
 def unchanged(using: str, job_id: str, claim_token: str, decision: Decision) -> SettleResult:
     """Why a fenced settle changed nothing: ``replayed``, ``conflict`` or ``missing``."""
-    from ..models import Job
 
     d = dialect(using)
     prior = d.fetch(d.PRIOR, {"job_id": job_id})
@@ -284,7 +283,6 @@ def unchanged(using: str, job_id: str, claim_token: str, decision: Decision) -> 
 
 def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
     """Resolve a running job whose execution disappeared, exactly once (SPEC §4.8)."""
-    from ..models import Job
 
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
@@ -347,7 +345,6 @@ def release(using: str, job_id: str, claim_token: str) -> bool:
 
 def release_in_transaction(using: str, job_id: str, claim_token: str) -> bool:
     """``release`` inside the caller's transaction."""
-    from ..models import Job
 
     queue = dialect(using).lock_queue_of(job_id)
     if queue is None:
@@ -371,7 +368,6 @@ def release_in_transaction(using: str, job_id: str, claim_token: str) -> bool:
 def lost_claims(using: str, worker_id: str, tokens: Sequence[str]) -> list[tuple[str, str]]:
     """(job id, claim token) of jobs running under ``worker_id`` that claims with these
     token prefixes took (see ``new_claim_token``)."""
-    from ..models import Job
 
     if not tokens:
         return []
@@ -401,7 +397,6 @@ def disappeared_claims(
     ``alive_workers`` (the asking worker, the same host's live processes) are alive whatever
     it says.
     """
-    from ..models import Job, Worker
 
     live = Worker.objects.using(using).filter(heartbeat_at__gte=DatabaseClock(timeout))
     if dead_workers:
@@ -416,7 +411,6 @@ def disappeared_claims(
 
 def claims_of(using: str, workers: Sequence[str]) -> list[tuple[str, str]]:
     """(job id, claim token) of the running jobs of ``workers``."""
-    from ..models import Job
 
     if not workers:
         return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -15,11 +15,9 @@ from ..domain import validation
 from ..domain.errors import InvalidInput, JobConflict
 from ..domain.retries import RetryPolicy
 from ..domain.values import EnqueueResult
+from ..models import Job, Queue
 from . import heads, pruned_ids, rows
 from .dialects import dialect
-
-if TYPE_CHECKING:
-    from ..models import Job
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -222,7 +220,6 @@ def _resolve_repeats(
     A repeat the statement meant to make its queue's head was not inserted, so the heads
     of the queues with repeats are recomputed.
     """
-    from ..models import Job, Queue
 
     repeats = [new for new, job in zip(batch, jobs, strict=True) if job is None]
     stored = Job.objects.using(using).in_bulk([new.job_id for new in repeats], field_name="job_id")

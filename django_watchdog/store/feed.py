@@ -14,10 +14,10 @@ from typing import Any
 
 from django.db import transaction
 
+from ..domain.as_stored import reading_as_stored
 from ..domain.validation import encode_cursor
 from ..domain.values import SettledRecord
 from . import rows
-from .as_stored import reading_as_stored
 from .dialects import dialect, in_clause
 
 POSITION_BATCH = 10_000

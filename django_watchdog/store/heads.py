@@ -9,14 +9,11 @@ queued job by priority, then position. Delayed jobs not yet due are not in the o
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
 
 from ..domain.values import IDLE, QueueHead
+from ..models import Job
 from ..signals import queue_changed
 from .dialects import dialect
-
-if TYPE_CHECKING:
-    from ..models import Job
 
 
 def head_of(row: Sequence[object] | None) -> QueueHead:
@@ -73,7 +70,6 @@ def announce(
     ``head`` may be ``None`` when the caller did not need it: it is read only if someone
     listens.
     """
-    from ..models import Job
 
     if not queue_changed.has_listeners(Job):
         return
@@ -83,6 +79,5 @@ def announce(
 
 
 def listening() -> bool:
-    from ..models import Job
 
     return queue_changed.has_listeners(Job)

@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 
 from ..domain.states import State
 from ..domain.values import CancelResult
+from ..models import Job
 from . import heads
 from .dialects import dialect
 
@@ -26,7 +27,6 @@ def cancel(
 ) -> CancelResult:
     """Record ``cancellation_id`` (and who asked) on a job; a queued job becomes ready to
     settle cancelled. A replay leaves the first requester recorded."""
-    from ..models import Job
 
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
@@ -70,7 +70,6 @@ def _record(using: str, pk: int, cancellation_id: str, extra: dict[str, object])
     """Write the intent on job ``pk``; ``False`` (nothing written) if another job holds
     ``cancellation_id``. The unique index decides, so two cancels racing for one id on
     two queues (two different locks) cannot both record it."""
-    from ..models import Job
 
     jobs = Job.objects.using(using)
     try:

@@ -6,10 +6,11 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 
+from ..domain.as_stored import reading_as_stored
 from ..domain.states import PENDING_STATES, Outcome, State
 from ..domain.values import LaneFailure
+from ..models import Job
 from . import heads
-from .as_stored import reading_as_stored
 from .dialects import dialect
 
 LANE_FAILURE_BATCH = 256
@@ -20,7 +21,6 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
 
     A running job loses its claim token, so its worker's later settle is a conflict.
     """
-    from ..models import Job
 
     jobs = Job.objects.using(using)
     pending = jobs.filter(lane=lane, state__in=PENDING_STATES)
@@ -55,7 +55,6 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
 
 def purge_queued(using: str, queue: str) -> int:
     """Delete ``queue``'s queued jobs (never running or settled ones); return how many."""
-    from ..models import Job
 
     with transaction.atomic(using=using):
         dialect(using).lock_queue(queue)

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from ..conf import age, setting
 from ..domain.values import EnqueueResult
-
-if TYPE_CHECKING:
-    from ..models import Job, PrunedJob
+from ..models import Job, PrunedJob
 
 
 def window() -> timedelta | None:
@@ -29,7 +26,6 @@ def window() -> timedelta | None:
 def remember(using: str, ids: Sequence[int], *, now: datetime) -> None:
     """Record the identity of the settled jobs ``ids`` (about to be deleted) whose id
     window is still open; the caller's transaction deletes them."""
-    from ..models import Job, PrunedJob
 
     keep = window()
     if keep is None:
@@ -43,7 +39,6 @@ def remember(using: str, ids: Sequence[int], *, now: datetime) -> None:
 def forget(using: str, *, now: datetime, batch_size: int) -> int:
     """Delete up to ``batch_size`` recorded ids whose window has closed (all of them, oldest
     first, when ``ID_RETENTION`` is off); return how many."""
-    from ..models import PrunedJob
 
     recorded = PrunedJob.objects.using(using)
     keep = window()
@@ -66,14 +61,12 @@ def duplicates(using: str, job_ids: Sequence[str]) -> dict[str, EnqueueResult]:
     A result's ``job`` is an unsaved ``Job`` (``pk`` is ``None``) holding what was kept:
     id, queue, lane, outcome, enqueue and settle times; no payload or result.
     """
-    from ..models import PrunedJob
 
     found = PrunedJob.objects.using(using).filter(job_id__in=list(job_ids))
     return {p.job_id: EnqueueResult(status="duplicate", job=_shell(p)) for p in found}
 
 
 def _shell(pruned: PrunedJob) -> Job:
-    from ..models import Job
 
     return Job(
         job_id=pruned.job_id,

@@ -13,6 +13,7 @@ from ..domain.errors import InvalidInput, JobConflict
 from ..domain.reruns import check_rerunnable, rerun_job_id
 from ..domain.retries import RetryPolicy
 from ..domain.values import EnqueueResult
+from ..models import Job
 from .enqueue import NewJob, enqueue
 
 
@@ -26,7 +27,6 @@ def rerun(
     Raises ``InvalidInput`` if ``job_id`` is missing or not settled failed, interrupted or
     cancelled, and ``JobConflict`` if ``rerun_id`` names a job that is not its re-run.
     """
-    from ..models import Job
 
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
@@ -66,7 +66,6 @@ def next_rerun_id(using: str, job_id: str) -> str:
     Two requests that race both count the same re-runs, so both name one job and the
     later is a ``duplicate``: a double click re-runs once.
     """
-    from ..models import Job
 
     done = Job.objects.using(using).filter(rerun_of=job_id).count()
     return rerun_job_id(job_id, done + 1)

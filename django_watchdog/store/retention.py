@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Min
 
 from ..domain.states import PENDING_STATES, State
+from ..models import Job
 from . import feed, pruned_ids
 from .dialects import dialect
 
@@ -72,7 +73,6 @@ def prune(
 def prune_batch(using: str, *, cutoff: datetime, batch_size: int, now: datetime) -> int:
     """Delete up to ``batch_size`` released jobs settled before ``cutoff``, oldest feed first
     (recording their ids if ``ID_RETENTION`` is set, ``now`` being when)."""
-    from ..models import Job
 
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):

@@ -10,16 +10,14 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connections
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from .as_stored import reading_as_stored
-
-if TYPE_CHECKING:
-    from ..models import Job
+from ..domain.as_stored import reading_as_stored
+from ..models import Job, check_decodes
 
 Converter = Callable[..., Any]
 
@@ -27,7 +25,6 @@ Converter = Callable[..., Any]
 @cache
 def job_fields() -> tuple[tuple[str, str], ...]:
     """(attribute name, column) of every concrete ``Job`` field, in model order."""
-    from ..models import Job
 
     return tuple((f.attname, str(f.column)) for f in Job._meta.concrete_fields)
 
@@ -42,7 +39,6 @@ def column_index(name: str) -> int:
 def _converters(using: str) -> tuple[tuple[int, tuple[tuple[Converter, Any], ...]], ...]:
     """(column index, its (converter, expression) pairs) for the columns the ORM converts
     on this database; the others come from the driver as they are."""
-    from ..models import Job
 
     connection = connections[using]
     table = Job._meta.db_table
@@ -107,7 +103,6 @@ def _instance(using: str, values: Sequence[Any]) -> Job:
     ``Model.__init__``, which runs per job of every claim, settle and enqueue. With
     receivers, ``Model.__init__`` runs and sends them.
     """
-    from ..models import Job
 
     if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
         job = Job(*values)  # type: ignore[misc]  # positional, as Model.from_db builds it
@@ -126,7 +121,6 @@ def to_job(using: str, row: Sequence[Any], *, as_stored: bool = False) -> Job:
     ``as_stored``: a row that does not decode loads as stored instead of raising (for a
     row a settle just wrote: its outcome stands whatever a hand edit left in other columns).
     """
-    from ..models import check_decodes
 
     if as_stored:
         with reading_as_stored():

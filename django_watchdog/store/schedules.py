@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 
 from ..domain.errors import JobConflict
+from ..models import ScheduleState
 from .dialects import dialect
 from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
-
-if TYPE_CHECKING:
-    from ..models import ScheduleState
 
 
 def fire(
@@ -32,7 +30,6 @@ def fire(
     Returns ``(job_id, "queued" | "duplicate" | "conflict")`` per tick, and the new
     ``handled_until``.
     """
-    from ..models import ScheduleState
 
     states = ScheduleState.objects.using(using)
     with transaction.atomic(using=using):
@@ -62,6 +59,5 @@ def fire(
 
 def states(using: str) -> dict[str, ScheduleState]:
     """Every schedule's state row, by name."""
-    from ..models import ScheduleState
 
     return {state.name: state for state in ScheduleState.objects.using(using)}

@@ -12,24 +12,10 @@ quarantine it (SPEC §4.14).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from ..domain.timestamps import UnreadableTimestamp
 from .dialects import dialect_class
-
-
-class UnreadableTimestamp(datetime):
-    """A stored instant outside years 1–9999: the nearest one Python holds (``datetime.max``
-    or ``datetime.min`` in UTC); ``stored`` is the database's text for it."""
-
-    stored: str
-
-    @classmethod
-    def of(cls, stored: str, *, too_large: bool) -> UnreadableTimestamp:
-        nearest = datetime.max if too_large else datetime.min
-        value = cls.combine(nearest.date(), nearest.time(), tzinfo=UTC)
-        value.stored = stored
-        return value
 
 
 def install_lenient_loader(sender: Any, connection: Any, **kwargs: Any) -> None:

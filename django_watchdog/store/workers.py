@@ -11,6 +11,7 @@ from typing import NamedTuple
 from django.db import transaction
 
 from ..domain.states import State
+from ..models import Job, Worker
 from .clock import DatabaseClock
 
 
@@ -36,7 +37,6 @@ def register(
     ``started_at`` is when the worker's process started (on its host's clock): with the pid,
     it tells a live worker from another process that was given the same pid later.
     """
-    from ..models import Worker
 
     described = {
         "host": socket.gethostname()[:255],
@@ -56,7 +56,6 @@ def register(
 def heartbeat(using: str, worker_id: str) -> bool:
     """Mark the worker alive now, on the database's clock; ``False`` if its row is gone
     (another worker reaped it)."""
-    from ..models import Worker
 
     return bool(
         Worker.objects.using(using).filter(worker_id=worker_id).update(heartbeat_at=DatabaseClock())
@@ -64,7 +63,6 @@ def heartbeat(using: str, worker_id: str) -> bool:
 
 
 def deregister(using: str, worker_id: str) -> None:
-    from ..models import Worker
 
     Worker.objects.using(using).filter(worker_id=worker_id).delete()
 
@@ -72,7 +70,6 @@ def deregister(using: str, worker_id: str) -> None:
 def reap(using: str, *, timeout: float) -> int:
     """Delete rows of workers silent for ten timeouts (on the database's clock) and running
     nothing; return how many."""
-    from ..models import Job, Worker
 
     with transaction.atomic(using=using):
         busy = Job.objects.using(using).filter(state=State.RUNNING).values("claimed_by")
@@ -87,7 +84,6 @@ def reap(using: str, *, timeout: float) -> int:
 
 def cancellations(using: str, job_ids: Iterable[str]) -> set[str]:
     """Which of ``job_ids`` have a recorded cancellation intent."""
-    from ..models import Job
 
     ids = list(job_ids)
     if not ids:
@@ -101,7 +97,6 @@ def cancellations(using: str, job_ids: Iterable[str]) -> set[str]:
 
 def lanes_without_handler(using: str, handled: Sequence[str]) -> list[str]:
     """Lanes with queued jobs that no handler in ``handled`` serves."""
-    from ..models import Job
 
     return sorted(
         Job.objects.using(using)
@@ -115,7 +110,6 @@ def lanes_without_handler(using: str, handled: Sequence[str]) -> list[str]:
 
 def on_host(using: str, host: str) -> list[Registered]:
     """The workers registered from ``host``: (worker id, pid, process start)."""
-    from ..models import Worker
 
     return [
         Registered(worker_id, pid, started_at)

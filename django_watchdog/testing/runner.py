@@ -37,7 +37,7 @@ from .runs import JobRun
 
 if TYPE_CHECKING:
     from ..models import Job
-    from ..store.manager import JobManager
+    from ..store.store import Store
 
 #: ``claimed_by`` of the jobs the runner claims (a worker that never registers).
 INLINE_WORKER = "inline-test-runner"
@@ -84,13 +84,13 @@ def run_jobs(
     raise_errors = validation.flag(raise_errors, "raise_errors")
     if not served:
         return []
-    from ..models import Job
+    from ..store.store import Partition, Store
 
-    store = Job.objects.db_manager(_alias(using))
+    store = Store(_alias(using))
     runs: list[JobRun] = []
     while True:
         store.promote_due(now=timezone.now() if delayed == "due" else END_OF_TIME)
-        claim = store.claim(lanes=served, worker_id=INLINE_WORKER)
+        claim = store.claim(Partition(lanes=served), worker_id=INLINE_WORKER)
         if claim.job is None:
             return runs
         if len(runs) >= max_runs:
@@ -103,7 +103,7 @@ def run_jobs(
             runs.append(JobRun.of(claim.job, ran=False))
             continue
         running = RunningJob(claim.job, claim_token=claim.claim_token, worker_id=INLINE_WORKER)
-        decision, error = _decide(running, retries, store.database)
+        decision, error = _decide(running, retries, store.using)
         settled = _settle(store, running, decision)
         runs.append(JobRun.of(settled, exception=error))
         if raise_errors and error is not None and settled.outcome in _RAISED:
@@ -199,10 +199,12 @@ def _retry_policy(running: RunningJob) -> RetryPolicy | None:
         return None  # the worker, too, runs a job whose stored policy is invalid once
 
 
-def _settle(store: JobManager, running: RunningJob, decision: Decision) -> Job:
+def _settle(store: Store, running: RunningJob, decision: Decision) -> Job:
     """Settle ``running`` with its token; the job as it reads afterwards."""
+    from ..models import Job
+
     try:
         store.settle(running.job_id, running.claim_token, decision)
     except UNSTORABLE as error:
         store.settle(running.job_id, running.claim_token, decisions.unstorable(decision, error))
-    return store.get(job_id=running.job_id)
+    return Job.objects.using(store.using).get(job_id=running.job_id)

@@ -23,6 +23,7 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job, Worker
+from django_watchdog.store.store import Partition, Store
 
 pytestmark = pytest.mark.acceptance
 
@@ -90,8 +91,8 @@ def shot(page, name: str) -> Path:
 
 def _seed_jobs():
     wd.enqueue("invoice-1", queue="customer-1", lane="mail", payload={"amount": 10})
-    claim = Job.objects.claim(worker_id="browser-test")
-    Job.objects.settle("invoice-1", claim.claim_token, Decision.completed({"sent": True}))
+    claim = Store().claim(worker_id="browser-test")
+    Store().settle("invoice-1", claim.claim_token, Decision.completed({"sent": True}))
     wd.enqueue(
         "invoice-2",
         queue="customer-2",
@@ -156,9 +157,9 @@ def test_dashboard_draws_charts_for_real_data(live_server, browser_page):
     User.objects.create_superuser("boss", "boss@example.com", "s3cret-pass")
     _seed_jobs()  # mail: 1 completed, 1 queued; reports: 1 queued
     wd.enqueue("invoice-3", queue="customer-3", lane="mail")
-    claim = Job.objects.claim(lanes=["mail"], worker_id="browser-test")
+    claim = Store().claim(Partition(lanes=["mail"]), worker_id="browser-test")
     assert claim.job.job_id == "invoice-2"
-    Job.objects.settle("invoice-2", claim.claim_token, Decision.failed("ValueError: no"))
+    Store().settle("invoice-2", claim.claim_token, Decision.failed("ValueError: no"))
     now = timezone.now()
     Worker.objects.create(
         worker_id="w-live", host="box", pid=1, lanes=["mail"], started_at=now, heartbeat_at=now
@@ -206,8 +207,8 @@ def test_admin_explains_a_stuck_job_and_reruns_a_failed_one(
 
     # A failed job, settled before any worker runs, and a job in a lane nothing serves.
     wd.enqueue("build-3", queue="builds", lane="t-record", payload={"result": "built"})
-    claim = Job.objects.claim(worker_id="browser-test")
-    Job.objects.settle("build-3", claim.claim_token, Decision.failed("ValueError: disk full"))
+    claim = Store().claim(worker_id="browser-test")
+    Store().settle("build-3", claim.claim_token, Decision.failed("ValueError: disk full"))
     wd.enqueue("stuck-1", queue="nowhere-1", lane="t-nowhere")
     worker = spawn_worker("--lane", "t-record")
     wait_until(

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.models import Job
+from django_watchdog.store.store import Partition, Store
 from tests.acceptance.conftest import wait_until
 
 pytestmark = [
@@ -30,7 +31,7 @@ SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.faults.wait_settings"}
 def _claimed_by_a_dead_worker(job_id, queue):
     """Enqueue ``job_id`` and claim it for a worker that never registered (so is gone)."""
     wd.enqueue(job_id, queue=queue, lane="t-record", max_recoveries=1)
-    claimed = Job.objects.claim(lanes=["t-record"], worker_id="ghost")
+    claimed = Store().claim(Partition(lanes=["t-record"]), worker_id="ghost")
     assert (claimed.status, claimed.job.job_id) == ("claimed", job_id)
 
 

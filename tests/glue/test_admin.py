@@ -13,6 +13,7 @@ import django_watchdog as wd
 from django_watchdog.admin import pagination
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job, Queue, Worker
+from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
 
@@ -31,16 +32,16 @@ def jobs():
     wd.enqueue("done-1", queue="orders-1", lane="mail", payload={"to": "a@example.com"})
     wd.enqueue("boom-1", queue="orders-2", lane="mail")
     for expected in ("done-1", "boom-1"):
-        claim = Job.objects.claim(worker_id="w-1")
+        claim = Store().claim(worker_id="w-1")
         assert claim.job.job_id == expected
         decision = (
             Decision.completed({"sent": True})
             if expected == "done-1"
             else Decision.failed("ValueError: bad", traceback="Traceback <tb>\nValueError: bad")
         )
-        Job.objects.settle(expected, claim.claim_token, decision)
+        Store().settle(expected, claim.claim_token, decision)
     wd.enqueue("run-1", queue="orders-3", lane="reports", payload=[1, 2])
-    assert Job.objects.claim(worker_id="w-1").job.job_id == "run-1"
+    assert Store().claim(worker_id="w-1").job.job_id == "run-1"
     wd.enqueue("wait-1", queue="orders-3", lane="reports", payload={"html": "<script>x</script>"})
     wd.enqueue("wait-2", queue="orders-3", lane="reports")
     now = timezone.now()

@@ -16,6 +16,7 @@ import django_watchdog as wd
 from django_watchdog import handlers
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job, Queue, Worker
+from django_watchdog.store.store import Partition, Store
 
 from . import test_admin
 from .test_admin import JOBS, QUEUES, WORKERS, job_url, post_action, rows
@@ -99,12 +100,12 @@ def test_delayed_retrying_cancelled_and_queued_behind_a_head(admin_client, jobs,
         ": behind queued job head-1, the head of its queue"
     )
 
-    claim = Job.objects.claim(lanes=["mail"])
+    claim = Store().claim(Partition(lanes=["mail"]))
     assert claim.job.job_id == "head-1"
     retry_at = timezone.now() + timedelta(minutes=5)
-    Job.objects.settle(
+    Store().settle(
         "head-1", claim.claim_token, replace(Decision.failed("E: x"), retry_at=retry_at)
-    )
+    )[0]
     assert re.search(
         r": failed attempt 1; retry at \S+ \S+ \S+ \(in [45]m", progress(admin_client, "head-1")
     )

@@ -13,9 +13,10 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog.admin import charts
 from django_watchdog.domain.values import Decision
-from django_watchdog.models import Job, Worker
+from django_watchdog.models import Worker
 from django_watchdog.ops import activity
 from django_watchdog.ops.activity import Bucket
+from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
 
@@ -25,9 +26,9 @@ DASHBOARD_QUERIES = 7
 
 
 def run(job_id, decision, worker_id="w-1"):
-    claim = Job.objects.claim(worker_id=worker_id)
+    claim = Store().claim(worker_id=worker_id)
     assert claim.job.job_id == job_id
-    Job.objects.settle(job_id, claim.claim_token, decision)
+    Store().settle(job_id, claim.claim_token, decision)
 
 
 def live_worker(worker_id, *, lanes=(), concurrency=2, age=0.0):
@@ -51,9 +52,9 @@ def traffic():
         run(f"mail-{n}", Decision.failed("ValueError: no") if n == 3 else Decision.completed())
     wd.enqueue("rep-0", queue="r0", lane="reports")
     wd.cancel("rep-0")
-    assert Job.objects.claim(worker_id="w-1").status == "cancelled"
+    assert Store().claim(worker_id="w-1").status == "cancelled"
     wd.enqueue("rep-1", queue="r1", lane="reports")
-    assert Job.objects.claim(worker_id="w-1").job.job_id == "rep-1"
+    assert Store().claim(worker_id="w-1").job.job_id == "rep-1"
     wd.enqueue("rep-2", queue="r1", lane="reports")
     wd.enqueue("rep-3", queue="r3", lane="reports")
     live_worker("w-1", lanes=["mail", "reports"], concurrency=4)
@@ -118,8 +119,8 @@ def test_the_number_of_queries_does_not_grow_with_lanes_jobs_or_workers(admin_cl
     for n in range(8):
         live_worker(f"w{n}", lanes=[f"lane-{n % 6}"])
     for _ in range(5):
-        claim = Job.objects.claim(worker_id="w1")
-        Job.objects.settle(claim.job.job_id, claim.claim_token, Decision.failed("E: x"))
+        claim = Store().claim(worker_id="w1")
+        Store().settle(claim.job.job_id, claim.claim_token, Decision.failed("E: x"))
     big_total, big = watchdog_queries()
     assert len(empty) == len(small) == len(big) == DASHBOARD_QUERIES
     assert empty_total == small_total == big_total

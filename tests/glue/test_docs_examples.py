@@ -26,6 +26,7 @@ import django_watchdog as wd
 from django_watchdog import checks, handlers, schedules
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
 
@@ -53,9 +54,9 @@ def sessions() -> dict[str, list[tuple[str, str, int]]]:
 
 
 def _run(job_id: str, decision: Decision) -> None:
-    claim = Job.objects.claim()
+    claim = Store().claim()
     assert claim.job.job_id == job_id
-    Job.objects.settle(job_id, claim.claim_token, decision)
+    Store().settle(job_id, claim.claim_token, decision)
 
 
 def _tutorial() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import django_watchdog as wd
 from django_watchdog import handlers
 from django_watchdog.backend import WatchdogBackend, aenqueue_task, enqueue_task
 from django_watchdog.models import Job
+from django_watchdog.store.store import Partition, Store
 from django_watchdog.tasks.mapping import PAYLOAD_KIND, private_queue
 from django_watchdog.tasks.runner import run_task
 from tests.tasks_app import tasks
@@ -139,7 +140,7 @@ def test_priority_maps_onto_watchdog_priority_and_claim_order():
     assert [wd.get_job(r.id).priority for r in (low, high, middle)] == [-5, 100, 0]
     order = []
     for _ in range(4):
-        claimed = Job.objects.claim(lanes=["task:tasks"])
+        claimed = Store().claim(Partition(lanes=["task:tasks"]))
         order.append(claimed.job.job_id)
     assert order == [high.id, middle.id, also_middle.id, low.id]
     assert tasks.noop.using(priority=-5).get_result(low.id).task.priority == -5
@@ -186,14 +187,14 @@ def test_a_deferred_task_is_not_claimed_before_its_time():
     run_after = now + timedelta(minutes=10)
     result = tasks.noop.using(run_after=run_after).enqueue()
 
-    assert Job.objects.claim(lanes=["task:tasks"]).status == "none"
-    assert Job.objects.promote_due(now=now) == 0
-    assert Job.objects.promote_due(now=run_after - timedelta(seconds=1)) == 0
-    assert Job.objects.claim(lanes=["task:tasks"]).status == "none"
+    assert Store().claim(Partition(lanes=["task:tasks"])).status == "none"
+    assert Store().promote_due(now=now) == 0
+    assert Store().promote_due(now=run_after - timedelta(seconds=1)) == 0
+    assert Store().claim(Partition(lanes=["task:tasks"])).status == "none"
     assert default_task_backend.get_result(result.id).status == TaskResultStatus.READY
 
-    assert Job.objects.promote_due(now=run_after + timedelta(seconds=1)) == 1
-    claimed = Job.objects.claim(lanes=["task:tasks"])
+    assert Store().promote_due(now=run_after + timedelta(seconds=1)) == 1
+    claimed = Store().claim(Partition(lanes=["task:tasks"]))
     assert claimed.status == "claimed" and claimed.job.job_id == result.id
     assert default_task_backend.get_result(result.id).status == TaskResultStatus.RUNNING
 
@@ -204,7 +205,7 @@ def test_a_deferred_task_does_not_block_its_serial_queue():
     )
     now = enqueue_task(tasks.add, (3, 4), queue="serial-9")
 
-    claimed = Job.objects.claim(lanes=["task:tasks"])
+    claimed = Store().claim(Partition(lanes=["task:tasks"]))
     assert claimed.job.job_id == now.id
     assert wd.get_job(later.id).state == "queued"
 
@@ -213,7 +214,7 @@ def test_run_after_in_the_past_runs_at_once():
     result = tasks.noop.using(run_after=timezone.now() - timedelta(minutes=1)).enqueue()
 
     assert not wd.get_job(result.id).delayed
-    assert Job.objects.claim(lanes=["task:tasks"]).job.job_id == result.id
+    assert Store().claim(Partition(lanes=["task:tasks"])).job.job_id == result.id
 
 
 def test_run_after_must_be_aware():
@@ -306,11 +307,11 @@ def test_enqueue_task_into_a_serial_queue():
     other = tasks.add.enqueue(5, 6)
 
     assert wd.get_job(first.id).queue == wd.get_job(second.id).queue == "customer-9"
-    claimed = Job.objects.claim(lanes=["task:tasks"])
+    claimed = Store().claim(Partition(lanes=["task:tasks"]))
     assert claimed.job.job_id == first.id
     # The queue's next job waits for the running one; other queues do not.
-    assert Job.objects.claim(lanes=["task:tasks"]).job.job_id == other.id
-    assert Job.objects.claim(lanes=["task:tasks"]).status == "none"
+    assert Store().claim(Partition(lanes=["task:tasks"])).job.job_id == other.id
+    assert Store().claim(Partition(lanes=["task:tasks"])).status == "none"
     assert default_task_backend.get_result(first.id).status == TaskResultStatus.RUNNING
     assert default_task_backend.get_result(second.id).status == TaskResultStatus.READY
 

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.backend import enqueue_task
-from django_watchdog.models import Job
+from django_watchdog.store.store import Partition, Store
 from django_watchdog.tasks import errors
 from django_watchdog.tasks.mapping import PAYLOAD_KIND, UNKNOWN_WORKER, raised_class_path
 from tests.tasks_app import drive, tasks
@@ -104,7 +104,7 @@ def test_outcome_unknown_is_failed_with_outcome_unknown():
 def test_cancelled_before_running_is_failed_with_cancelled():
     result = tasks.noop.enqueue()
     assert wd.cancel(result.id).status == "recorded"
-    assert Job.objects.claim(lanes=["task:tasks"]).status == "cancelled"
+    assert Store().claim(Partition(lanes=["task:tasks"])).status == "cancelled"
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     assert result.errors[0].exception_class is errors.TaskCancelled
@@ -140,7 +140,7 @@ def test_context_carries_attempt_and_result():
 def test_interrupted_task_is_failed_with_interrupted():
     result = tasks.noop.enqueue()
     job, token = drive.claim()
-    assert Job.objects.reconcile(job.job_id, token).status == "settled"
+    assert Store().reconcile(job.job_id, token).status == "settled"
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     assert result.errors[0].exception_class is errors.TaskInterrupted
@@ -169,7 +169,7 @@ def test_failed_lane_is_failed_without_traceback():
 def test_recovered_task_counts_attempts():
     result = tasks.context_info.enqueue()
     job, token = drive.claim(worker_id="w-lost")
-    assert Job.objects.reconcile(job.job_id, token).status == "requeued"
+    assert Store().reconcile(job.job_id, token).status == "requeued"
 
     result.refresh()
     assert result.status == TaskResultStatus.READY
@@ -244,7 +244,7 @@ def test_priorities_across_lanes_run_in_order():
     enqueue_task(tasks.bulk, (2,), queue="bulk")
     results = [drive.run_next("task:tasks-bulk").result for _ in range(2)]
     assert results == [1, 2]
-    assert Job.objects.claim(lanes=["task:tasks-bulk"]).status == "none"
+    assert Store().claim(Partition(lanes=["task:tasks-bulk"])).status == "none"
 
 
 def test_finished_at_is_the_settle_time():

@@ -17,6 +17,7 @@ import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job, Worker
 from django_watchdog.ops.tables import parse_age
+from django_watchdog.store.store import Partition, Store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +37,9 @@ def watchdog(*args, stdin=None):
 
 
 def settle(job_id, lanes=("default",)):
-    claimed = Job.objects.claim(lanes=lanes)
+    claimed = Store().claim(Partition(lanes=lanes))
     assert claimed.job.job_id == job_id
-    Job.objects.settle(job_id, claimed.claim_token, Decision.completed())
+    Store().settle(job_id, claimed.claim_token, Decision.completed())
 
 
 def register_worker(worker_id, *, lanes=(), age=0.0):
@@ -62,7 +63,7 @@ def test_status_json_counts_lanes_queues_and_workers():
     wd.enqueue("a2", queue="qa")
     wd.enqueue("b1", queue="qb", lane="mail")
     wd.enqueue("done", queue="qc")
-    Job.objects.claim(lanes=("default",))  # a1 runs
+    Store().claim(Partition(lanes=("default",)))  # a1 runs
     register_worker("w-live", lanes=["default"])
     register_worker("w-gone", age=3600)
     data = json.loads(watchdog("status", "--json"))
@@ -197,7 +198,7 @@ def test_confirmation_on_a_terminal():
 def test_purge_keeps_running_jobs():
     wd.enqueue("r", queue="q")
     wd.enqueue("w", queue="q")
-    Job.objects.claim()
+    Store().claim()
     assert "1 queued jobs deleted" in watchdog("purge", "q", "--yes")
     assert list(Job.objects.values_list("job_id", flat=True)) == ["r"]
     assert "has no queued jobs" in watchdog("purge", "q")
@@ -222,7 +223,7 @@ def test_bad_arguments_name_the_problem():
 def test_recover_reconciles_claims_of_silent_workers():
     wd.enqueue("lost", queue="q", max_recoveries=1)
     register_worker("w-dead", age=3600)
-    claimed = Job.objects.claim(worker_id="w-dead")
+    claimed = Store().claim(worker_id="w-dead")
     assert claimed.status == "claimed"
     out = watchdog("recover")
     assert "lost: requeued" in out and "1 disappeared claims reconciled" in out

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
 
@@ -21,8 +22,8 @@ def watchdog(*args):
 
 def failed(job_id):
     wd.enqueue(job_id, queue="q", payload={"n": 1})
-    claim = Job.objects.claim()
-    Job.objects.settle(job_id, claim.claim_token, Decision.failed("ValueError: x"))
+    claim = Store().claim()
+    Store().settle(job_id, claim.claim_token, Decision.failed("ValueError: x"))
 
 
 def test_rerun_enqueues_a_linked_job_and_records_the_os_user():

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import FeedClock, Job, Queue, Worker
+from django_watchdog.store.store import Partition, Store
 from tests.testapp.models import Projection
 
 DONE = Decision.completed()
@@ -56,26 +57,26 @@ def row(job_id: str) -> dict[str, Any]:
     return Job.objects.filter(job_id=job_id).values(*ROW_FIELDS).get()
 
 
-def claimed(**partition: Any) -> ClaimResult:
-    """Claim and insist a job was handed out."""
-    result = Job.objects.claim(**partition)
+def claimed(*, worker_id: str | None = None, **lanes: Any) -> ClaimResult:
+    """Claim (in the partition ``lanes``/``exclude_lanes``) and insist a job was handed out."""
+    result = Store().claim(Partition(**lanes), worker_id=worker_id)
     assert result.status == "claimed", result
     assert result.job is not None and result.claim_token is not None
     return result
 
 
-def claim_ids(**partition: Any) -> list[str]:
+def claim_ids(*, worker_id: str | None = None, **lanes: Any) -> list[str]:
     """Claim and complete until nothing is ready; the job ids in claim order."""
     order = []
     while True:
-        result = Job.objects.claim(**partition)
+        result = Store().claim(Partition(**lanes), worker_id=worker_id)
         if result.status == "none":
             return order
         assert result.job is not None
         order.append(result.job.job_id)
         if result.status == "claimed":
             assert result.claim_token is not None
-            assert Job.objects.settle(result.job.job_id, result.claim_token, DONE).status == (
+            assert Store().settle(result.job.job_id, result.claim_token, DONE)[0].status == (
                 "settled"
             )
 

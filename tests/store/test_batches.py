@@ -15,6 +15,7 @@ from django_watchdog.signals import queue_changed
 from django_watchdog.store import batches
 from django_watchdog.store.batches import Settlement
 from django_watchdog.store.claims import Partition
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, assert_serial_in_order, in_threads, row
 
@@ -211,7 +212,7 @@ def test_two_ready_jobs_of_one_queue_edited_by_hand_do_not_stop_claiming() -> No
     assert row("a-second")["state"] == "queued"
     assert take(5) == []
     for claim in claimed:
-        Job.objects.settle(claim.job.job_id, claim.claim_token or "", DONE)
+        Store().settle(claim.job.job_id, claim.claim_token or "", DONE)
     assert [c.job.job_id for c in take(5) if c.job] == ["a-second"]
 
 
@@ -224,5 +225,5 @@ def test_a_ready_job_beside_a_running_one_is_skipped() -> None:
     Job.objects.filter(job_id="second").update(ready=True)
     assert [c.job.job_id for c in take(5) if c.job] == ["b"]
     assert row("second")["state"] == "queued"
-    single = Job.objects.claim()
+    single = Store().claim()
     assert single.job is None

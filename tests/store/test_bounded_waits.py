@@ -20,6 +20,7 @@ import django_watchdog as wd
 from django_watchdog.models import Job
 from django_watchdog.store import sessions
 from django_watchdog.store.claims import Partition
+from django_watchdog.store.store import Store
 from django_watchdog.store.waits import LockBusy
 from django_watchdog.store.worker_store import WorkerStore
 
@@ -141,7 +142,7 @@ def test_public_verbs_are_not_bounded():
     claim = claimed()
     errors: list[BaseException] = []
     with queue_held("q"):
-        settler = in_background(lambda: Job.objects.settle("a", claim.claim_token, DONE), errors)
+        settler = in_background(lambda: Store().settle("a", claim.claim_token, DONE)[0], errors)
         settler.join(timeout=BOUND * 3)
         assert settler.is_alive(), "the public settle waits for the lock"
     settler.join(timeout=30)

@@ -6,7 +6,7 @@ import pytest
 
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
-from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claimed, row, snapshot
 
@@ -50,7 +50,7 @@ def test_queued_job_with_an_intent_becomes_ready_and_settles_cancelled_when_reac
     # Both are ready now; the claim order across ready jobs is still priority first.
     head = claimed()
     assert head.job is not None and head.job.job_id == "head"
-    reached = Job.objects.claim()
+    reached = Store().claim()
     assert reached.status == "cancelled"
     assert reached.job is not None and reached.job.job_id == "j"
     assert row("j")["outcome"] == "cancelled"
@@ -67,13 +67,13 @@ def test_only_if_queued_conflicts_on_a_running_job_and_writes_nothing() -> None:
     before = snapshot()
     assert wd.cancel("j", only_if_queued=True).status == "conflict"
     assert snapshot() == before
-    assert Job.objects.settle("j", claim.claim_token or "", DONE).job.outcome == "completed"  # type: ignore[union-attr]
+    assert Store().settle("j", claim.claim_token or "", DONE)[0].job.outcome == "completed"  # type: ignore[union-attr]
 
 
 def test_only_if_queued_conflicts_on_a_settled_job() -> None:
     wd.enqueue("j", queue="q")
     claim = claimed()
-    Job.objects.settle("j", claim.claim_token or "", DONE)
+    Store().settle("j", claim.claim_token or "", DONE)
     assert wd.cancel("j", only_if_queued=True).status == "conflict"
     assert row("j")["cancellation_id"] is None
 
@@ -81,7 +81,7 @@ def test_only_if_queued_conflicts_on_a_settled_job() -> None:
 def test_only_if_queued_still_replays_a_recorded_intent() -> None:
     wd.enqueue("j", queue="q")
     wd.cancel("j")
-    claimed_or_cancelled = Job.objects.claim()
+    claimed_or_cancelled = Store().claim()
     assert claimed_or_cancelled.status == "cancelled"
     assert wd.cancel("j", only_if_queued=True).status == "replayed"
 
@@ -93,14 +93,14 @@ def test_running_job_sees_the_intent_and_settles_cancelled() -> None:
     assert row("j")["state"] == "running"  # cooperative: it keeps running
     head = wd.queue_head("q")
     assert (head.state, head.job_id, head.cancellation_requested) == ("running", "j", True)
-    result = Job.objects.settle("j", claim.claim_token or "", Decision.completed("done"))
+    result = Store().settle("j", claim.claim_token or "", Decision.completed("done"))[0]
     assert result.job is not None and result.job.outcome == "cancelled"
 
 
 def test_intent_on_a_settled_job_is_recorded_and_changes_no_outcome() -> None:
     wd.enqueue("j", queue="q")
     claim = claimed()
-    Job.objects.settle("j", claim.claim_token or "", DONE)
+    Store().settle("j", claim.claim_token or "", DONE)
     assert wd.cancel("j").status == "recorded"
     assert (row("j")["state"], row("j")["outcome"]) == ("settled", "completed")
 

@@ -6,6 +6,7 @@ import pytest
 
 import django_watchdog as wd
 from django_watchdog.models import Job
+from django_watchdog.store.store import Partition, Store
 
 from .helpers import DONE, claim_ids, claimed, row
 
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_nothing_to_claim() -> None:
-    assert Job.objects.claim().status == "none"
+    assert Store().claim().status == "none"
 
 
 def test_claim_marks_running_with_a_fresh_token() -> None:
@@ -28,7 +29,7 @@ def test_claim_marks_running_with_a_fresh_token() -> None:
     assert len(result.claim_token or "") >= 32  # unguessable: 24 random bytes
 
     # Recovered and claimed again: a different token.
-    assert Job.objects.reconcile("a", result.claim_token or "").status == "requeued"
+    assert Store().reconcile("a", result.claim_token or "").status == "requeued"
     again = claimed()
     assert again.claim_token != result.claim_token
 
@@ -38,9 +39,9 @@ def test_queue_runs_one_job_at_a_time() -> None:
     wd.enqueue("b", queue="q")
     first = claimed()
     assert first.job is not None and first.job.job_id == "a"
-    assert Job.objects.claim().status == "none"  # b waits for a
+    assert Store().claim().status == "none"  # b waits for a
     assert wd.queue_head("q").state == "running"
-    Job.objects.settle("a", first.claim_token or "", DONE)
+    Store().settle("a", first.claim_token or "", DONE)
     second = claimed()
     assert second.job is not None and second.job.job_id == "b"
 
@@ -71,8 +72,8 @@ def test_a_job_enqueued_while_the_queue_runs_waits_even_with_higher_priority() -
     wd.enqueue("a", queue="q")
     running = claimed()
     wd.enqueue("b", queue="q", priority=100)
-    assert Job.objects.claim().status == "none"
-    Job.objects.settle("a", running.claim_token or "", DONE)
+    assert Store().claim().status == "none"
+    Store().settle("a", running.claim_token or "", DONE)
     assert claim_ids() == ["b"]
 
 
@@ -92,7 +93,7 @@ def test_only_each_queues_head_competes_across_queues() -> None:
     wd.enqueue("q2-head", queue="q2", priority=5)
     order = [claimed().job.job_id for _ in range(2)]  # type: ignore[union-attr]
     assert order == ["q1-head", "q2-head"]
-    assert Job.objects.claim().status == "none"
+    assert Store().claim().status == "none"
 
 
 def test_cancelled_queued_job_is_ready_at_once_and_settles_without_running() -> None:
@@ -103,7 +104,7 @@ def test_cancelled_queued_job_is_ready_at_once_and_settles_without_running() -> 
     assert running.job is not None and running.job.job_id == "a"
     assert wd.cancel("c").status == "recorded"
     # c skips the queue order, even while a runs and b is ahead of it.
-    reached = Job.objects.claim()
+    reached = Store().claim()
     assert reached.status == "cancelled"
     assert reached.claim_token is None
     assert reached.job is not None and reached.job.job_id == "c"
@@ -115,8 +116,8 @@ def test_cancelled_queued_job_is_ready_at_once_and_settles_without_running() -> 
     )
     assert stored["settled_at"] is not None
     assert row("a")["state"] == "running"
-    assert Job.objects.claim().status == "none"  # b still waits for a
-    Job.objects.settle("a", running.claim_token or "", DONE)
+    assert Store().claim().status == "none"  # b still waits for a
+    Store().settle("a", running.claim_token or "", DONE)
     assert claim_ids() == ["b"]
 
 
@@ -124,7 +125,7 @@ def test_cancelled_head_is_reached_before_a_lower_job_runs() -> None:
     wd.enqueue("a", queue="q", priority=1)
     wd.enqueue("b", queue="q")
     wd.cancel("a")
-    assert Job.objects.claim().status == "cancelled"
+    assert Store().claim().status == "cancelled"
     assert claim_ids() == ["b"]
 
 
@@ -154,7 +155,7 @@ class TestLanePartitions:
         assert claim_ids(lanes=["mail", "sms"], exclude_lanes=["sms"]) == ["mail-1"]
 
     def test_unknown_lane_claims_nothing(self) -> None:
-        assert Job.objects.claim(lanes=["nobody"]).status == "none"
+        assert Store().claim(Partition(lanes=["nobody"])).status == "none"
 
     def test_head_of_another_lane_blocks_the_queue(self) -> None:
         # A queue is serial across lanes: its head is in lane mail, so the sms job waits.

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django_watchdog.models import Job, Queue
 from django_watchdog.store import claims, feed
 from django_watchdog.store.dialects import dialect
+from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
 
@@ -119,7 +120,7 @@ def _assert_no_scan_of_the_job_table(plan: str) -> None:
 @pytest.mark.usefixtures("realistic_table")
 def test_the_realistic_table_claims_the_best_head() -> None:
     # Sanity: the table the plans were read from is one the store can work with.
-    result = Job.objects.claim()
+    result = Store().claim()
     assert result.status == "claimed"
     assert result.job is not None and result.job.priority == 6
     assert result.job.job_id == "wait-6-0"

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.models import FeedClock, Job, Queue
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claimed, raw_job_row
 
@@ -33,7 +34,7 @@ def _running() -> Any:
 def _settled(outcome: str = "completed") -> Any:
     wd.enqueue("settled", queue="q")
     token = claimed().claim_token or ""
-    Job.objects.settle("settled", token, DONE)
+    Store().settle("settled", token, DONE)
     jobs = Job.objects.filter(job_id="settled")
     if outcome != "completed":
         reason = "why" if outcome in ("failed", "interrupted") else None

@@ -15,6 +15,7 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog import WatchdogError
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claim_ids
 
@@ -59,7 +60,7 @@ def bad_ready_job(request: pytest.FixtureRequest) -> str:
 
 def test_claim_quarantines_the_row_and_goes_on(bad_ready_job: str) -> None:
     with pytest.raises(WatchdogError) as caught:
-        Job.objects.claim()
+        Store().claim()
     assert caught.value.kind == "store_unavailable"
     state, outcome, reason = _raw("bad")
     assert (state, outcome) == ("settled", "failed")
@@ -80,7 +81,7 @@ def test_reads_answer_around_the_row(bad_ready_job: str) -> None:
 
 def test_the_feed_yields_the_quarantined_job(bad_ready_job: str) -> None:
     with pytest.raises(WatchdogError):
-        Job.objects.claim()
+        Store().claim()
     records = wd.settled_jobs()
     assert [r.job.job_id for r in records] == ["bad"]
     assert records[0].job.outcome == "failed"
@@ -101,8 +102,8 @@ def test_a_delayed_job_past_year_9999_blocks_nothing() -> None:
     wd.enqueue("later", queue="q", run_after=timezone.now() + timedelta(days=1))
     wd.enqueue("good", queue="q2")
     _edit("later", "run_after", FAR)
-    assert Job.objects.promote_due(now=timezone.now()) == 0
-    assert Job.objects.recover(timeout=30.0) == []
+    assert Store().promote_due(now=timezone.now()) == 0
+    assert Store().recover(timeout=30.0) == []
     assert claim_ids() == ["good"]
     with pytest.raises(WatchdogError):
         wd.get_job("later")
@@ -115,19 +116,19 @@ def test_a_delayed_job_past_year_9999_blocks_nothing() -> None:
 
 def test_a_running_job_with_a_bad_timestamp_is_recovered() -> None:
     wd.enqueue("lost", queue="q")
-    claim = Job.objects.claim(worker_id="w-gone")
+    claim = Store().claim(worker_id="w-gone")
     assert claim.job is not None
     _edit("lost", "started_at", FAR)
-    results = Job.objects.recover(timeout=30.0)
+    results = Store().recover(timeout=30.0)
     assert [r.status for r in results] == ["settled"]
     assert _raw("lost")[:2] == ("settled", "interrupted")
 
 
 def test_settling_a_bad_running_row_settles_it() -> None:
     wd.enqueue("j", queue="q")
-    claim = Job.objects.claim()
+    claim = Store().claim()
     _edit("j", "started_at", FAR)
-    result = Job.objects.settle("j", claim.claim_token or "", DONE)
+    result = Store().settle("j", claim.claim_token or "", DONE)[0]
     assert result.status == "settled"
     assert _raw("j")[:2] == ("settled", "completed")
 

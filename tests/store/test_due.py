@@ -9,6 +9,7 @@ from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
 
@@ -20,10 +21,10 @@ def test_promotion_across_queues_is_oldest_due_first() -> None:
     now = timezone.now()
     wd.enqueue("later", queue="q1", run_after=now + 2 * HOUR)
     wd.enqueue("sooner", queue="q2", run_after=now + HOUR)
-    assert Job.objects.promote_due(now=now + 3 * HOUR) == 2
+    assert Store().promote_due(now=now + 3 * HOUR) == 2
     positions = dict(Job.objects.values_list("job_id", "position"))
     assert positions["sooner"] < positions["later"]
-    claimed = Job.objects.claim()
+    claimed = Store().claim()
     assert claimed.job is not None and claimed.job.job_id == "sooner"
 
 

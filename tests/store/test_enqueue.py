@@ -10,6 +10,7 @@ from django.db import transaction
 import django_watchdog as wd
 from django_watchdog import JobConflict
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, row, snapshot
 
@@ -65,9 +66,9 @@ def test_identical_repeat_is_a_duplicate_and_changes_nothing() -> None:
 
 def test_duplicate_after_the_job_ran_returns_the_settled_job() -> None:
     wd.enqueue("j", **ORIGINAL)
-    claim = Job.objects.claim()
+    claim = Store().claim()
     assert claim.claim_token is not None
-    Job.objects.settle("j", claim.claim_token, DONE)
+    Store().settle("j", claim.claim_token, DONE)
     again = wd.enqueue("j", **ORIGINAL)
     assert again.status == "duplicate"
     assert again.job.state == "settled"
@@ -206,7 +207,7 @@ def test_model_init_receivers_see_the_jobs_the_store_returns() -> None:
     try:
         wd.enqueue("one", queue="q")
         wd.enqueue_many([{"job_id": "two", "queue": "r"}])
-        claimed = Job.objects.claim()
+        claimed = Store().claim()
     finally:
         post_init.disconnect(receiver, sender=Job)
     assert claimed.job is not None and claimed.job.job_id == "one"

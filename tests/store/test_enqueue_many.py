@@ -8,6 +8,7 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job, Queue
+from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ def test_a_batch_is_queued_in_order_with_one_head_per_queue():
     assert wd.queue_head("a").job_id == "a2"
     assert set(Job.objects.filter(ready=True).values_list("job_id", flat=True)) == {"a2", "b1"}
     assert [r.job.ready for r in results] == [False, True, True]
-    assert Job.objects.claim().job.job_id == "a2"
+    assert Store().claim().job.job_id == "a2"
 
 
 def test_repeats_are_duplicates_inside_and_across_batches():
@@ -98,15 +99,15 @@ def test_a_conflict_restores_the_head_a_new_job_had_displaced():
             ]
         )
     assert list(Job.objects.values_list("job_id", "ready")) == [("x", True)]
-    assert Job.objects.claim().job.job_id == "x", "the caller's transaction is still usable"
+    assert Store().claim().job.job_id == "x", "the caller's transaction is still usable"
 
 
 def test_a_repeat_that_would_have_been_the_head_leaves_the_head_ready():
     wd.enqueue("done", queue="q", priority=5)
-    claim = Job.objects.claim()
-    Job.objects.settle("done", claim.claim_token, Decision.completed())
+    claim = Store().claim()
+    Store().settle("done", claim.claim_token, Decision.completed())
     wd.enqueue("low", queue="q", priority=0)
     results = wd.enqueue_many([{"job_id": "done", "queue": "q", "priority": 5}])
     assert [r.status for r in results] == ["duplicate"]
     assert Job.objects.get(job_id="low").ready, "still the head: the repeat was not inserted"
-    assert Job.objects.claim().job.job_id == "low"
+    assert Store().claim().job.job_id == "low"

@@ -12,6 +12,7 @@ from django.db.models import F
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claimed
 
@@ -20,10 +21,10 @@ pytestmark = pytest.mark.django_db
 
 def _run(job_id: str, decision: Decision = DONE) -> None:
     """Claim ``job_id`` (it must be the best ready job) and settle it."""
-    result = Job.objects.claim()
+    result = Store().claim()
     assert result.job is not None and result.job.job_id == job_id, result
     if result.status == "claimed":
-        Job.objects.settle(job_id, result.claim_token or "", decision)
+        Store().settle(job_id, result.claim_token or "", decision)
 
 
 def ids(records: list[Any]) -> list[str]:
@@ -68,7 +69,7 @@ def test_never_past_the_first_pending_job() -> None:
     assert running.job is not None and running.job.job_id == "c"
     _run("d")
     assert ids(wd.settled_jobs()) == ["a", "b"]
-    Job.objects.settle("c", running.claim_token or "", DONE)
+    Store().settle("c", running.claim_token or "", DONE)
     assert ids(wd.settled_jobs()) == ["a", "b", "c", "d"]
 
 
@@ -123,7 +124,7 @@ def test_every_outcome_is_in_the_feed() -> None:
     wd.cancel("cancelled")
     _run("cancelled")
     interrupted = claimed()
-    Job.objects.reconcile("interrupted", interrupted.claim_token or "")
+    Store().reconcile("interrupted", interrupted.claim_token or "")
     wd.fail_lane("gone", "lane failed")
     assert [(r.job.job_id, r.job.outcome) for r in wd.settled_jobs()] == [
         ("done", "completed"),
@@ -153,7 +154,7 @@ def test_requeued_job_keeps_holding_the_horizon() -> None:
     wd.enqueue("b", queue="q2")
     token = claimed().claim_token or ""
     _run("b")
-    Job.objects.reconcile("a", token)
+    Store().reconcile("a", token)
     assert wd.settled_jobs() == []
     _run("a")
     assert ids(wd.settled_jobs()) == ["a", "b"]
@@ -239,9 +240,9 @@ class TestLatestSettled:
         wd.enqueue("second", queue="q")
         first = claimed()
         assert wd.cancel("second").status == "recorded"
-        assert Job.objects.claim().status == "cancelled"  # second, while first runs
+        assert Store().claim().status == "cancelled"  # second, while first runs
         _earlier("second")
-        Job.objects.settle("first", first.claim_token or "", DONE)
+        Store().settle("first", first.claim_token or "", DONE)
         latest = wd.latest_settled("q")
         assert latest is not None and latest.job_id == "second"
         assert latest.outcome == "cancelled"
@@ -250,7 +251,7 @@ class TestLatestSettled:
         wd.enqueue("early", queue="q", max_recoveries=1)
         token = claimed().claim_token or ""
         wd.enqueue("late", queue="q", priority=5)
-        assert Job.objects.reconcile("early", token).status == "requeued"
+        assert Store().reconcile("early", token).status == "requeued"
         _run("late")
         _earlier("late")
         _run("early")  # back in its old place, settles last

@@ -6,7 +6,7 @@ import pytest
 
 import django_watchdog as wd
 from django_watchdog import QueueHead
-from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claimed
 
@@ -25,11 +25,11 @@ def test_head_follows_the_queue_through_its_life() -> None:
     assert wd.queue_head("q") == QueueHead(state="running", job_id="b")
     wd.cancel("b")
     assert wd.queue_head("q") == QueueHead(state="running", job_id="b", cancellation_requested=True)
-    Job.objects.settle("b", token, DONE)
+    Store().settle("b", token, DONE)
     assert wd.queue_head("q") == QueueHead(state="queued", job_id="a")
     wd.cancel("a")
     assert wd.queue_head("q") == QueueHead(state="queued", job_id="a", cancellation_requested=True)
-    assert Job.objects.claim().status == "cancelled"
+    assert Store().claim().status == "cancelled"
     assert wd.queue_head("q") == QueueHead(state="idle")
 
 
@@ -53,7 +53,7 @@ def test_the_heads_of_many_queues_read_at_once_are_each_queues_own() -> None:
 
     wd.enqueue("run", queue="busy")
     wd.enqueue("after", queue="busy")
-    assert Job.objects.claim().status == "claimed"
+    assert Store().claim().status == "claimed"
     wd.enqueue("low", queue="waiting", priority=1)
     wd.enqueue("high", queue="waiting", priority=5)
     wd.cancel("high")

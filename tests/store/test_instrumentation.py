@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
-from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 from django_watchdog.store.worker_store import WorkerStore
 
 pytestmark = pytest.mark.django_db
@@ -48,10 +48,10 @@ def test_a_wrapper_sees_enqueue_claim_settle_and_head_statements() -> None:
     with watched() as head:
         assert wd.queue_head("q").job_id == "a"
     with watched() as claim:
-        claimed = Job.objects.claim()
+        claimed = Store().claim()
     assert claimed.status == "claimed"
     with watched() as settle:
-        assert Job.objects.settle("a", claimed.claim_token or "", DONE).status == "settled"
+        assert Store().settle("a", claimed.claim_token or "", DONE)[0].status == "settled"
     assert _any(enqueued, "INSERT INTO watchdog_job")
     assert _any(head, "FROM watchdog_job", "AS rank")
     assert _any(claim, "UPDATE watchdog_job AS taken")
@@ -76,9 +76,9 @@ def test_the_query_log_counts_enqueue_claim_settle_and_head_statements() -> None
     with CaptureQueriesContext(connection) as head:
         wd.queue_head("q")
     with CaptureQueriesContext(connection) as claim:
-        claimed = Job.objects.claim()
+        claimed = Store().claim()
     with CaptureQueriesContext(connection) as settle:
-        Job.objects.settle("a", claimed.claim_token or "", DONE)
+        Store().settle("a", claimed.claim_token or "", DONE)
     logged = {
         "enqueue": [q["sql"] for q in enqueued.captured_queries],
         "head": [q["sql"] for q in head.captured_queries],

@@ -6,6 +6,7 @@ import pytest
 
 import django_watchdog as wd
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claim_ids, claimed, row, snapshot
 
@@ -39,7 +40,7 @@ class TestFailLane:
 
         # The running job's worker comes back later: its settle is a conflict.
         before = snapshot()
-        assert Job.objects.settle("run", token, DONE).status == "conflict"
+        assert Store().settle("run", token, DONE)[0].status == "conflict"
         assert snapshot() == before
         # The queue moved on to its next job in another lane.
         assert wd.queue_head("q1").job_id == "other-lane"
@@ -53,7 +54,7 @@ class TestFailLane:
 
     def test_settled_jobs_are_left_alone(self) -> None:
         wd.enqueue("a", queue="q", lane="mail")
-        Job.objects.settle("a", claimed().claim_token or "", DONE)
+        Store().settle("a", claimed().claim_token or "", DONE)
         assert wd.fail_lane("mail", "gone").jobs == ()
         assert row("a")["outcome"] == "completed"
 
@@ -82,7 +83,7 @@ class TestFailLane:
 class TestPurge:
     def test_deletes_only_the_queues_queued_jobs(self) -> None:
         wd.enqueue("done", queue="q")
-        Job.objects.settle("done", claimed().claim_token or "", DONE)
+        Store().settle("done", claimed().claim_token or "", DONE)
         wd.enqueue("run", queue="q")
         token = claimed().claim_token or ""
         wd.enqueue("w1", queue="q")
@@ -95,14 +96,14 @@ class TestPurge:
         assert row("done")["state"] == "settled"
         assert row("other")["state"] == "queued"
         assert wd.queue_head("q").job_id == "run"
-        Job.objects.settle("run", token, DONE)
+        Store().settle("run", token, DONE)
         assert wd.queue_head("q").state == "idle"
         assert claim_ids() == ["other"]
 
     def test_empty_or_unknown_queue(self) -> None:
         assert wd.purge_queued("nothing-here") == 0
         wd.enqueue("a", queue="q")
-        Job.objects.settle("a", claimed().claim_token or "", DONE)
+        Store().settle("a", claimed().claim_token or "", DONE)
         before = snapshot()
         assert wd.purge_queued("q") == 0
         assert snapshot() == before
@@ -117,4 +118,4 @@ class TestPurge:
         wd.enqueue("a", queue="q")
         wd.cancel("a")
         assert wd.purge_queued("q") == 1
-        assert Job.objects.claim().status == "none"
+        assert Store().claim().status == "none"

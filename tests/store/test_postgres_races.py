@@ -17,6 +17,7 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, assert_serial_in_order, in_background, in_threads
 
@@ -37,7 +38,7 @@ def test_concurrent_claimers_never_share_a_job_or_a_queue() -> None:
         done = 0
         idle_since = None
         while True:
-            result = Job.objects.claim(worker_id=f"w{worker}")
+            result = Store().claim(worker_id=f"w{worker}")
             if result.status != "claimed":
                 # "none" can mean "all ready queues are locked right now": stop only once
                 # nothing is pending at all.
@@ -60,7 +61,7 @@ def test_concurrent_claimers_never_share_a_job_or_a_queue() -> None:
                 # Leave the record before the settle commits: after it, the next job of the
                 # queue may legitimately be claimed.
                 del running[job.queue]
-            settled = Job.objects.settle(job.job_id, result.claim_token, DONE)
+            settled = Store().settle(job.job_id, result.claim_token, DONE)[0]
             assert settled.status == "settled"
             done += 1
 
@@ -94,9 +95,9 @@ def test_out_of_order_commit_is_not_skipped_by_the_feed() -> None:
     assert inserted.wait(timeout=30)
 
     y = wd.enqueue("y", queue="qy")  # committed at once (autocommit)
-    claim = Job.objects.claim()
+    claim = Store().claim()
     assert claim.job is not None and claim.job.job_id == "y"  # x is invisible
-    Job.objects.settle("y", claim.claim_token or "", DONE)
+    Store().settle("y", claim.claim_token or "", DONE)
 
     first = wd.settled_jobs()
     # x is not committed, so the reader cannot see it: y is all there is, and its cursor
@@ -110,9 +111,9 @@ def test_out_of_order_commit_is_not_skipped_by_the_feed() -> None:
     assert x_pk < y.job.pk  # x did take the lower sequence
 
     assert wd.settled_jobs(cursor) == []  # x is pending now: the horizon
-    claim = Job.objects.claim()
+    claim = Store().claim()
     assert claim.job is not None and claim.job.job_id == "x"
-    Job.objects.settle("x", claim.claim_token or "", DONE)
+    Store().settle("x", claim.claim_token or "", DONE)
     after = wd.settled_jobs(cursor)
     assert [record.job.job_id for record in after] == ["x"]
     assert wd.settled_jobs(after[-1].cursor) == []
@@ -144,17 +145,17 @@ def test_reader_during_a_slow_settle_reads_every_job_once() -> None:
             reader()
             return
         while True:
-            result = Job.objects.claim()
+            result = Store().claim()
             if result.status == "none":
                 if not Job.objects.filter(state__in=["queued", "running"]).exists():
                     stop.set()
                     return
                 continue
-            Job.objects.settle(
+            Store().settle(
                 result.job.job_id,  # type: ignore[union-attr]
                 result.claim_token or "",
                 Decision.completed(),
-            )
+            )[0]
 
     in_threads(4, work)
     assert sorted(seen) == sorted(f"j{index:02}" for index in range(total))
@@ -167,8 +168,8 @@ def test_two_reapers_recover_one_disappeared_claim_exactly_once() -> None:
         wd.enqueue(f"j{index}", queue=f"q{index}", max_recoveries=1)
         wd.enqueue(f"k{index}", queue=f"r{index}")
     for _ in range(rounds * 2):
-        assert Job.objects.claim(worker_id="vanished").status == "claimed"
-    results = in_threads(2, lambda _: Job.objects.recover(timeout=30))
+        assert Store().claim(worker_id="vanished").status == "claimed"
+    results = in_threads(2, lambda _: Store().recover(timeout=30))
     won = Counter(r.job.job_id for batch in results for r in batch)  # type: ignore[union-attr]
     assert set(won) == {f"j{i}" for i in range(rounds)} | {f"k{i}" for i in range(rounds)}
     assert set(won.values()) == {1}, won
@@ -181,9 +182,9 @@ def test_two_reapers_recover_one_disappeared_claim_exactly_once() -> None:
 def test_two_reapers_reconcile_the_same_claim_one_wins() -> None:
     wd.enqueue("j", queue="q", max_recoveries=5)
     for _ in range(5):
-        claim = Job.objects.claim()
+        claim = Store().claim()
         assert claim.claim_token is not None
-        statuses = in_threads(2, lambda _: Job.objects.reconcile("j", claim.claim_token).status)  # type: ignore[arg-type]  # noqa: B023
+        statuses = in_threads(2, lambda _: Store().reconcile("j", claim.claim_token).status)  # type: ignore[arg-type]  # noqa: B023
         assert sorted(statuses) == ["conflict", "requeued"]
     assert Job.objects.get(job_id="j").recovery_count == 5
     assert connection.vendor == "postgresql"
@@ -240,8 +241,8 @@ def test_a_feed_read_with_nothing_to_number_leaves_the_clock_alone() -> None:
     """Readers polling an idle feed neither lock the feed clock nor write: one reader
     holding the clock (numbering a large batch, say) does not stall the others."""
     wd.enqueue("a", queue="q")
-    claim = Job.objects.claim()
-    Job.objects.settle("a", claim.claim_token or "", DONE)
+    claim = Store().claim()
+    Store().settle("a", claim.claim_token or "", DONE)
     first = wd.settled_jobs()  # numbers "a", creating the clock row
     assert [record.job.job_id for record in first] == ["a"]
 

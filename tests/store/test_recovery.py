@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 
 import django_watchdog as wd
-from django_watchdog.models import Job, Worker
+from django_watchdog.models import Worker
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claim_ids, claimed, row, snapshot
 
@@ -28,7 +29,7 @@ def test_budget_left_requeues_keeping_its_place() -> None:
     token = _claim("a")
     wd.enqueue("b", queue="q")
     wd.enqueue("c", queue="q", priority=1)
-    assert Job.objects.reconcile("a", token).status == "requeued"
+    assert Store().reconcile("a", token).status == "requeued"
     # Its place is its own priority and enqueue order: after c (higher), before b (later).
     assert claim_ids() == ["c", "a", "b"]
 
@@ -37,7 +38,7 @@ def test_requeue_keeps_place_and_counts() -> None:
     wd.enqueue("a", queue="q", max_recoveries=2)
     token = _claim("a")
     wd.enqueue("b", queue="q")
-    result = Job.objects.reconcile("a", token)
+    result = Store().reconcile("a", token)
     assert result.status == "requeued"
     assert result.job is not None
     assert (result.job.state, result.job.recovery_count, result.job.outcome) == ("queued", 1, None)
@@ -51,21 +52,21 @@ def test_requeue_keeps_place_and_counts() -> None:
 def test_zombie_settle_after_requeue_is_a_conflict() -> None:
     wd.enqueue("a", queue="q", max_recoveries=1)
     old = _claim("a")
-    Job.objects.reconcile("a", old)
-    assert Job.objects.settle("a", old, DONE).status == "conflict"  # queued again
+    Store().reconcile("a", old)
+    assert Store().settle("a", old, DONE)[0].status == "conflict"  # queued again
     new = _claim("a")
-    assert Job.objects.settle("a", old, DONE).status == "conflict"  # another claim runs it
-    assert Job.objects.settle("a", new, DONE).status == "settled"
-    assert Job.objects.settle("a", old, DONE).status == "conflict"  # settled by another
+    assert Store().settle("a", old, DONE)[0].status == "conflict"  # another claim runs it
+    assert Store().settle("a", new, DONE)[0].status == "settled"
+    assert Store().settle("a", old, DONE)[0].status == "conflict"  # settled by another
 
 
 def test_budget_counts_each_recovery_then_is_exhausted() -> None:
     wd.enqueue("a", queue="q", max_recoveries=2)
     for expected in (1, 2):
-        result = Job.objects.reconcile("a", _claim("a"))
+        result = Store().reconcile("a", _claim("a"))
         assert (result.status, result.job.recovery_count) == ("requeued", expected)  # type: ignore[union-attr]
     token = _claim("a")
-    result = Job.objects.reconcile("a", token)
+    result = Store().reconcile("a", token)
     assert result.status == "settled"
     assert result.job is not None
     assert (result.job.outcome, result.job.failure_reason, result.job.recovery_count) == (
@@ -73,12 +74,12 @@ def test_budget_counts_each_recovery_then_is_exhausted() -> None:
         "Restart recovery budget exhausted (2 recoveries)",
         2,
     )
-    assert Job.objects.settle("a", token, DONE).status == "conflict"
+    assert Store().settle("a", token, DONE)[0].status == "conflict"
 
 
 def test_zero_budget_is_exhausted_at_once() -> None:
     wd.enqueue("a", queue="q", max_recoveries=0)
-    result = Job.objects.reconcile("a", _claim("a"))
+    result = Store().reconcile("a", _claim("a"))
     assert result.job is not None
     assert result.job.failure_reason == "Restart recovery budget exhausted (0 recoveries)"
 
@@ -87,7 +88,7 @@ def test_no_policy_is_interrupted() -> None:
     wd.enqueue("a", queue="q")
     wd.enqueue("b", queue="q")
     token = _claim("a")
-    result = Job.objects.reconcile("a", token)
+    result = Store().reconcile("a", token)
     assert result.status == "settled"
     assert result.job is not None
     assert (result.job.outcome, result.job.failure_reason, result.job.recovery_count) == (
@@ -96,7 +97,7 @@ def test_no_policy_is_interrupted() -> None:
         0,
     )
     assert wd.queue_head("q").job_id == "b"  # the queue moves on
-    assert Job.objects.settle("a", token, DONE).status == "conflict"
+    assert Store().settle("a", token, DONE)[0].status == "conflict"
 
 
 @pytest.mark.parametrize("budget", [None, 0, 5])
@@ -104,7 +105,7 @@ def test_recorded_cancellation_settles_cancelled_whatever_the_budget(budget: int
     wd.enqueue("a", queue="q", max_recoveries=budget)
     token = _claim("a")
     wd.cancel("a")
-    result = Job.objects.reconcile("a", token)
+    result = Store().reconcile("a", token)
     assert result.status == "settled"
     assert result.job is not None
     assert (result.job.outcome, result.job.failure_reason, result.job.recovery_count) == (
@@ -117,9 +118,9 @@ def test_recorded_cancellation_settles_cancelled_whatever_the_budget(budget: int
 def test_reconcile_happens_exactly_once() -> None:
     wd.enqueue("a", queue="q", max_recoveries=3)
     token = _claim("a")
-    assert Job.objects.reconcile("a", token).status == "requeued"
+    assert Store().reconcile("a", token).status == "requeued"
     before = snapshot()
-    assert Job.objects.reconcile("a", token).status == "conflict"
+    assert Store().reconcile("a", token).status == "conflict"
     assert snapshot() == before
     assert row("a")["recovery_count"] == 1
 
@@ -129,15 +130,15 @@ def test_reconcile_with_a_wrong_token_or_state_is_a_conflict() -> None:
     wd.enqueue("b", queue="q")
     token = _claim("a")
     before = snapshot()
-    assert Job.objects.reconcile("a", "stale").status == "conflict"
-    assert Job.objects.reconcile("b", token).status == "conflict"  # queued
+    assert Store().reconcile("a", "stale").status == "conflict"
+    assert Store().reconcile("b", token).status == "conflict"  # queued
     assert snapshot() == before
-    Job.objects.settle("a", token, DONE)
-    assert Job.objects.reconcile("a", token).status == "conflict"  # settled
+    Store().settle("a", token, DONE)
+    assert Store().reconcile("a", token).status == "conflict"  # settled
 
 
 def test_reconcile_missing_job() -> None:
-    result = Job.objects.reconcile("nobody", "token")
+    result = Store().reconcile("nobody", "token")
     assert (result.status, result.job) == ("missing", None)
 
 
@@ -159,7 +160,7 @@ class TestRecover:
         )
 
     def _recover(self) -> dict[str, str]:
-        results = Job.objects.recover(timeout=30)
+        results = Store().recover(timeout=30)
         return {r.job.job_id: r.status for r in results}  # type: ignore[union-attr]
 
     def test_live_worker_keeps_its_claim(self) -> None:
@@ -202,8 +203,8 @@ class TestRecover:
         old = claimed(worker_id="dead").claim_token or ""
         self._recover()
         new = _claim("a")
-        assert Job.objects.settle("a", old, DONE).status == "conflict"
-        assert Job.objects.settle("a", new, DONE).status == "settled"
+        assert Store().settle("a", old, DONE)[0].status == "conflict"
+        assert Store().settle("a", new, DONE)[0].status == "settled"
 
 
 def test_zombie_of_a_cancelled_reconciled_job_replays_and_changes_nothing() -> None:
@@ -213,7 +214,7 @@ def test_zombie_of_a_cancelled_reconciled_job_replays_and_changes_nothing() -> N
     wd.enqueue("a", queue="q", max_recoveries=1)
     token = _claim("a")
     wd.cancel("a")
-    Job.objects.reconcile("a", token)
+    Store().reconcile("a", token)
     before = snapshot()
-    assert Job.objects.settle("a", token, DONE).status == "replayed"
+    assert Store().settle("a", token, DONE)[0].status == "replayed"
     assert snapshot() == before

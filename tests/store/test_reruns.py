@@ -8,6 +8,7 @@ import django_watchdog as wd
 from django_watchdog.domain.retries import RetryPolicy
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claimed, row, snapshot
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def settle(job_id: str, decision: Decision) -> None:
     claim = claimed()
     assert claim.job.job_id == job_id
-    assert Job.objects.settle(job_id, claim.claim_token, decision).status == "settled"
+    assert Store().settle(job_id, claim.claim_token, decision)[0].status == "settled"
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_a_derived_id_for_a_long_job_id_fits() -> None:
     long_id = "x" * 256
     wd.enqueue(long_id, queue="q")
     assert wd.cancel(long_id).status == "recorded"
-    assert Job.objects.claim().status == "cancelled"
+    assert Store().claim().status == "cancelled"
     new = wd.rerun(long_id).job
     assert new.job_id.startswith("rerun#sha256:") and new.job_id.endswith("~1")
     assert len(new.job_id) <= 256 and new.rerun_of == long_id
@@ -88,10 +89,10 @@ def test_interrupted_and_cancelled_jobs_can_be_rerun(outcome: str) -> None:
     wd.enqueue("j", queue="q")
     if outcome == "cancelled":
         wd.cancel("j")
-        assert Job.objects.claim().status == "cancelled"
+        assert Store().claim().status == "cancelled"
     else:
         claim = claimed()
-        assert Job.objects.reconcile("j", claim.claim_token).status == "settled"
+        assert Store().reconcile("j", claim.claim_token).status == "settled"
     assert row("j")["outcome"] == outcome
     assert wd.rerun("j").status == "queued"
 
@@ -102,9 +103,9 @@ def test_only_settled_unsuccessful_jobs_can_be_rerun(state: str) -> None:
     if state != "queued":
         claim = claimed()
         if state == "completed":
-            Job.objects.settle("j", claim.claim_token, DONE)
+            Store().settle("j", claim.claim_token, DONE)
         elif state == "outcome_unknown":
-            Job.objects.settle("j", claim.claim_token, Decision.outcome_unknown())
+            Store().settle("j", claim.claim_token, Decision.outcome_unknown())
     before = snapshot()
     with pytest.raises(wd.InvalidInput, match=r"job_id: job 'j' is .*only a settled failed"):
         wd.rerun("j")

@@ -10,6 +10,7 @@ from django_watchdog.domain.values import Decision
 from django_watchdog.engine.housekeeping import Housekeeping, retention
 from django_watchdog.models import Job, PrunedJob
 from django_watchdog.store.retention import prune, prune_batches
+from django_watchdog.store.store import Partition, Store
 
 from .helpers import watchdog_settings
 
@@ -21,9 +22,9 @@ DAY = timedelta(days=1)
 def run(job_id, queue=None, *, days_ago=0.0, decision=None):
     """Enqueue and settle ``job_id`` as if it settled ``days_ago`` days ago."""
     wd.enqueue(job_id, queue=queue or job_id)
-    claimed = Job.objects.claim(lanes=("default",))
+    claimed = Store().claim(Partition(lanes=("default",)))
     assert claimed.job.job_id == job_id
-    Job.objects.settle(job_id, claimed.claim_token, decision or Decision.completed())
+    Store().settle(job_id, claimed.claim_token, decision or Decision.completed())
     Job.objects.filter(job_id=job_id).update(settled_at=timezone.now() - days_ago * DAY)
 
 
@@ -47,8 +48,8 @@ def test_never_prunes_past_the_first_pending_job_of_the_feed():
     assert "behind" in remaining()
     # The feed would not hand "behind" out either, until "blocker" settles.
     assert wd.settled_jobs() == []
-    claimed = Job.objects.claim(lanes=("slow",))
-    Job.objects.settle("blocker", claimed.claim_token, Decision.completed())
+    claimed = Store().claim(Partition(lanes=("slow",)))
+    Store().settle("blocker", claimed.claim_token, Decision.completed())
     assert prune("default", older_than=DAY, now=timezone.now()) == 1
     assert remaining() == ["blocker"]
 

@@ -7,7 +7,7 @@ import pytest
 import django_watchdog as wd
 from django_watchdog.domain.states import Outcome
 from django_watchdog.domain.values import Decision
-from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claimed, row, snapshot
 
@@ -32,7 +32,7 @@ def token() -> str:
 def test_holder_of_the_token_settles(
     token: str, decision: Decision, outcome: str, reason: str | None
 ) -> None:
-    result = Job.objects.settle("j", token, decision)
+    result = Store().settle("j", token, decision)[0]
     assert result.status == "settled"
     assert result.job is not None
     assert (result.job.state, result.job.outcome, result.job.failure_reason) == (
@@ -48,14 +48,14 @@ def test_holder_of_the_token_settles(
 
 
 def test_failed_without_a_reason_gets_one(token: str) -> None:
-    result = Job.objects.settle("j", token, Decision(outcome=Outcome.FAILED))
+    result = Store().settle("j", token, Decision(outcome=Outcome.FAILED))[0]
     assert result.job is not None and result.job.failure_reason == "Failed without a reason"
 
 
 def test_same_token_same_outcome_is_replayed_and_changes_nothing(token: str) -> None:
-    Job.objects.settle("j", token, Decision.completed(1))
+    Store().settle("j", token, Decision.completed(1))
     before = snapshot()
-    again = Job.objects.settle("j", token, Decision.completed(2))
+    again = Store().settle("j", token, Decision.completed(2))[0]
     assert again.status == "replayed"
     assert again.job is not None and again.job.result == 1
     assert snapshot() == before
@@ -65,40 +65,40 @@ def test_same_token_same_outcome_is_replayed_and_changes_nothing(token: str) -> 
     "second", [Decision.failed("E: x"), Decision.outcome_unknown()], ids=["failed", "unknown"]
 )
 def test_same_token_other_outcome_is_a_conflict(token: str, second: Decision) -> None:
-    Job.objects.settle("j", token, DONE)
+    Store().settle("j", token, DONE)
     before = snapshot()
-    result = Job.objects.settle("j", token, second)
+    result = Store().settle("j", token, second)[0]
     assert result.status == "conflict" and result.job is None
     assert snapshot() == before
 
 
 def test_wrong_token_while_running_is_a_conflict(token: str) -> None:
     before = snapshot()
-    assert Job.objects.settle("j", "not-the-token", DONE).status == "conflict"
+    assert Store().settle("j", "not-the-token", DONE)[0].status == "conflict"
     assert snapshot() == before
-    assert Job.objects.settle("j", token, DONE).status == "settled"
+    assert Store().settle("j", token, DONE)[0].status == "settled"
 
 
 def test_wrong_token_after_settle_is_a_conflict(token: str) -> None:
-    Job.objects.settle("j", token, DONE)
-    assert Job.objects.settle("j", "not-the-token", DONE).status == "conflict"
+    Store().settle("j", token, DONE)
+    assert Store().settle("j", "not-the-token", DONE)[0].status == "conflict"
 
 
 def test_settling_a_queued_job_is_a_conflict(token: str) -> None:
     before = snapshot()
-    assert Job.objects.settle("next", token, DONE).status == "conflict"
+    assert Store().settle("next", token, DONE)[0].status == "conflict"
     assert snapshot() == before
     assert row("next")["state"] == "queued"
 
 
 def test_unknown_job_is_missing() -> None:
-    result = Job.objects.settle("nobody", "token", DONE)
+    result = Store().settle("nobody", "token", DONE)[0]
     assert result.status == "missing" and result.job is None
 
 
 def test_purged_job_is_missing(token: str) -> None:
     wd.purge_queued("q")
-    assert Job.objects.settle("next", token, DONE).status == "missing"
+    assert Store().settle("next", token, DONE)[0].status == "missing"
 
 
 @pytest.mark.parametrize(
@@ -111,17 +111,17 @@ def test_recorded_cancellation_overrides_the_handlers_decision(
 ) -> None:
     assert wd.cancel("j").status == "recorded"
     assert wd.queue_head("q").cancellation_requested is True
-    result = Job.objects.settle("j", token, decision)
+    result = Store().settle("j", token, decision)[0]
     assert result.status == "settled"
     assert result.job is not None
     assert (result.job.outcome, result.job.failure_reason) == ("cancelled", None)
     # Any decision replays now: the effective outcome is cancelled whatever was decided.
-    assert Job.objects.settle("j", token, DONE).status == "replayed"
-    assert Job.objects.settle("j", token, Decision.failed("E: y")).status == "replayed"
+    assert Store().settle("j", token, DONE)[0].status == "replayed"
+    assert Store().settle("j", token, Decision.failed("E: y"))[0].status == "replayed"
 
 
 def test_settle_does_not_touch_other_jobs(token: str) -> None:
     wd.enqueue("other", queue="elsewhere")
     before = row("other")
-    Job.objects.settle("j", token, DONE)
+    Store().settle("j", token, DONE)
     assert row("other") == before

@@ -16,6 +16,7 @@ from django_watchdog import WatchdogError
 from django_watchdog.domain.values import QueueHead
 from django_watchdog.models import Job
 from django_watchdog.signals import queue_changed
+from django_watchdog.store.store import Store
 from tests.testapp.models import Projection
 
 from .helpers import DONE, claimed, row, snapshot
@@ -73,10 +74,10 @@ def test_every_change_sends_head_and_settled_inside_the_transaction(sent: list[S
     wd.enqueue("b", queue="q")
     token = claimed().claim_token or ""
     wd.cancel("b")
-    Job.objects.reconcile("a", token)
+    Store().reconcile("a", token)
     token = claimed().claim_token or ""
-    assert Job.objects.claim().status == "cancelled"  # b: cancelled, ready at once
-    Job.objects.settle("a", token, DONE)
+    assert Store().claim().status == "cancelled"  # b: cancelled, ready at once
+    Store().settle("a", token, DONE)
     wd.enqueue("c", queue="q", lane="mail")
     wd.enqueue("d", queue="q")
     wd.fail_lane("mail", "gone")
@@ -108,7 +109,7 @@ def test_receiver_rows_commit_atomically_with_the_change(sent: list[Sent]) -> No
     assert _projection("q1") == ("queued", "a", None)
     token = claimed().claim_token or ""
     assert _projection("q1") == ("running", "a", None)
-    Job.objects.settle("a", token, DONE)
+    Store().settle("a", token, DONE)
     assert _projection("q1") == ("idle", None, "a")
     assert _projection("q2") == ("queued", "b", None)
 
@@ -147,8 +148,8 @@ ACTIONS: dict[str, Callable[[str], Any]] = {
     "enqueue": lambda token: wd.enqueue("new", queue="q"),
     "enqueue-new-queue": lambda token: wd.enqueue("new", queue="fresh"),
     "cancel": lambda token: wd.cancel("wait"),
-    "settle": lambda token: Job.objects.settle("run", token, DONE),
-    "reconcile": lambda token: Job.objects.reconcile("run", token),
+    "settle": lambda token: Store().settle("run", token, DONE)[0],
+    "reconcile": lambda token: Store().reconcile("run", token),
     "fail_lane": lambda token: wd.fail_lane("mail", "gone"),
     "purge_queued": lambda token: wd.purge_queued("q"),
 }
@@ -168,7 +169,7 @@ def test_raising_receiver_rolls_a_claim_back_and_the_job_stays_claimable(sent: l
     wd.enqueue("a", queue="q")
     before = snapshot()
     with raising_receiver(lambda h, s: h.state == "running"), pytest.raises(Boom):
-        Job.objects.claim()
+        Store().claim()
     assert snapshot() == before
     assert row("a")["ready"] is True
     assert claimed().job.job_id == "a"  # type: ignore[union-attr]
@@ -179,9 +180,9 @@ def test_raising_receiver_rolls_back_reaching_a_cancelled_job(sent: list[Sent]) 
     wd.cancel("a")
     before = snapshot()
     with raising_receiver(lambda h, s: s is not None), pytest.raises(Boom):
-        Job.objects.claim()
+        Store().claim()
     assert snapshot() == before
-    assert Job.objects.claim().status == "cancelled"
+    assert Store().claim().status == "cancelled"
 
 
 def test_a_row_quarantined_at_claim_time_is_announced_inside_the_transaction(
@@ -192,7 +193,7 @@ def test_a_row_quarantined_at_claim_time_is_announced_inside_the_transaction(
     Job.objects.filter(job_id="bad").update(lane="not a lane!")  # a hand edit
     del sent[:]
     with pytest.raises(WatchdogError):
-        Job.objects.claim()
+        Store().claim()
     assert row("bad")["outcome"] == "failed"
     # The row cannot be decoded into a Job, so ``settled`` is None; the head moved on.
     assert [(s.queue, s.head.state, s.head.job_id, s.settled) for s in sent] == [
@@ -207,7 +208,7 @@ def test_raising_receiver_rolls_back_a_quarantine(sent: list[Sent]) -> None:
     Job.objects.filter(job_id="bad").update(lane="not a lane!")
     before = snapshot()
     with raising_receiver(), pytest.raises(Boom):
-        Job.objects.claim()
+        Store().claim()
     assert snapshot() == before
 
 

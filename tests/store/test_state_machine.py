@@ -44,6 +44,7 @@ from django_watchdog.models import FeedClock, Job, Queue, Worker
 from django_watchdog.store import batches
 from django_watchdog.store.batches import Settlement
 from django_watchdog.store.claims import Partition as Lanes
+from django_watchdog.store.store import Store
 from django_watchdog.store.worker_store import WorkerStore
 
 JOB_IDS = tuple(f"j{index}" for index in range(8))
@@ -365,7 +366,7 @@ class StoreMachine(RuleBasedStateMachine):
         due = sorted(
             (j for j in self.jobs.values() if j.delayed), key=lambda j: (j.run_after, j.seq)
         )
-        assert Job.objects.promote_due(now=self.base + PROMOTE_AT) == len(due)
+        assert Store().promote_due(now=self.base + PROMOTE_AT) == len(due)
         event(f"promote: {min(len(due), 3)}{'+' if len(due) >= 3 else ''} jobs")
         for job in due:
             job.delayed, job.position = False, self.next_seq()
@@ -406,7 +407,7 @@ class StoreMachine(RuleBasedStateMachine):
         """Claim in ``partition``; the job now running, if any."""
         part = PARTITIONS[partition]
         ready = [j for j in self.claimable() if part.holds(j.lane)]
-        result = Job.objects.claim(**part.claim)
+        result = Store().claim(Lanes(**part.claim))
         pinned = {
             j.queue
             for j in self.ready()
@@ -437,7 +438,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     def settle_as(self, job_id: str, pick: int, decision: Decision) -> None:
         token = self.pick_token(self.jobs.get(job_id), pick)
-        result = Job.objects.settle(job_id, token, decision)
+        result = Store().settle(job_id, token, decision)[0]
         self.check_settle(job_id, token, decision, result)
 
     def check_settle(self, job_id: str, token: str, decision: Decision, result: Any) -> None:
@@ -572,7 +573,7 @@ class StoreMachine(RuleBasedStateMachine):
         job_id = self.target(which, claimed=True)
         job = self.jobs.get(job_id)
         token = self.pick_token(job, pick)
-        result = Job.objects.reconcile(job_id, token)
+        result = Store().reconcile(job_id, token)
         if job is None:
             assert result.status == "missing"
         elif job.state != "running" or token != job.token:
@@ -587,7 +588,7 @@ class StoreMachine(RuleBasedStateMachine):
         running = sorted(
             (j for j in self.jobs.values() if j.state == "running"), key=lambda j: j.seq
         )
-        results = Job.objects.recover(timeout=30)
+        results = Store().recover(timeout=30)
         expected = [(job.job_id, self._reconcile_model(job)) for job in running]
         assert [(r.job.job_id, r.status) for r in results if r.job] == expected
 

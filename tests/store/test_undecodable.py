@@ -12,6 +12,7 @@ from django.db import connection
 import django_watchdog as wd
 from django_watchdog import WatchdogError
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 
 from .helpers import DONE, claim_ids, row
 
@@ -92,7 +93,7 @@ def test_claim_settles_the_bad_row_failed_and_the_next_claim_goes_on(
     corrupt("bad")
 
     with pytest.raises(WatchdogError) as caught:
-        Job.objects.claim()
+        Store().claim()
     assert caught.value.kind == "store_unavailable"
     stored = row("bad") if corrupt is not _bad_json else _raw_state("bad")
     assert stored["state"] == "settled"
@@ -118,11 +119,11 @@ def _raw_state(job_id: str) -> dict[str, str]:
 def test_a_bad_running_row_does_not_stop_settling_others() -> None:
     wd.enqueue("bad", queue="q")
     wd.enqueue("good", queue="q2")
-    first = Job.objects.claim()
-    second = Job.objects.claim()
+    first = Store().claim()
+    second = Store().claim()
     assert first.job is not None and second.job is not None
     _bad_lane("bad")
-    settled = Job.objects.settle("good", second.claim_token or "", DONE)
+    settled = Store().settle("good", second.claim_token or "", DONE)[0]
     assert settled.status == "settled"
 
 
@@ -143,7 +144,7 @@ def test_a_quarantined_job_is_announced_and_the_feed_yields_it(
     queue_changed.connect(receiver, sender=Job, dispatch_uid="quarantine-test")
     try:
         with pytest.raises(WatchdogError):
-            Job.objects.claim()
+            Store().claim()
     finally:
         queue_changed.disconnect(sender=Job, dispatch_uid="quarantine-test")
     assert seen == [("q", "idle", None)]  # the row cannot be a Job: settled=None

@@ -6,6 +6,7 @@ from django_watchdog import handlers
 from django_watchdog.domain import decisions
 from django_watchdog.engine.running import RunningJob
 from django_watchdog.models import Job
+from django_watchdog.store.store import Partition, Store
 
 WORKER = "w-test"
 
@@ -21,7 +22,7 @@ def view(
 
 
 def claim(lane: str = "task:tasks", *, worker_id: str = WORKER) -> tuple[Job, str]:
-    claimed = Job.objects.claim(lanes=[lane], worker_id=worker_id)
+    claimed = Store().claim(Partition(lanes=[lane]), worker_id=worker_id)
     assert claimed.status == "claimed", claimed
     assert claimed.job is not None and claimed.claim_token is not None
     return claimed.job, claimed.claim_token
@@ -36,7 +37,7 @@ def run(job: Job, token: str, **view_options: Any) -> Job:
         decision = decisions.from_exception(error)
     else:
         decision, _ = decisions.from_return(value)
-    settled = Job.objects.settle(job.job_id, token, decision)
+    settled = Store().settle(job.job_id, token, decision)[0]
     assert settled.status == "settled", settled
     assert settled.job is not None
     return settled.job

@@ -25,7 +25,7 @@ from ...engine.housekeeping import retention
 from ...ops import status as status_view
 from ...ops.tables import ago, parse_age
 from ...store import retention as store_retention
-from ...store import workers
+from ...store.store import Store
 
 #: The units ``--older-than`` accepts, as its help and its refusal name them.
 AGE_UNITS = "s (seconds), m (minutes), h (hours), d (days), w (weeks), or ISO 8601 such as P7D"
@@ -236,13 +236,10 @@ class Command(BaseCommand):
         self.stdout.write(f"queue {queue!r}: {deleted} queued jobs deleted")
 
     def recover(self, using: str, options: dict[str, Any]) -> None:
-        from ...models import Job
-
         timeout = seconds("WORKER_TIMEOUT")
-        local = liveness.judge_local(workers.on_host(using, liveness.this_host()))
-        results = Job.objects.db_manager(using).recover(
-            timeout=timeout, dead_workers=local.dead, alive_workers=local.alive
-        )
+        store = Store(using)
+        local = liveness.judge_local(store.workers_on_host(liveness.this_host()))
+        results = store.recover(timeout=timeout, dead_workers=local.dead, alive_workers=local.alive)
         for result in results:
             job = result.job
             if job is None:
@@ -273,8 +270,8 @@ class Command(BaseCommand):
         if not self._confirm(options, f"Delete {count} settled jobs {older}?"):
             return
         total = 0
-        for deleted in store_retention.prune_batches(
-            using, older_than=age, now=now, batch_size=options["batch_size"]
+        for deleted in Store(using).prune_batches(
+            older_than=age, now=now, batch_size=options["batch_size"]
         ):
             total += deleted
             self.stdout.write(f"deleted {deleted} jobs ({total} so far)")
