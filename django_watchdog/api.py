@@ -225,7 +225,7 @@ def settled_jobs(
         raise InvalidInput("exclude_lane", "give lane or exclude_lane, not both")
     lanes = (validation.lane(lane),) if lane is not None else ()
     excluded = (validation.lane(exclude_lane, "exclude_lane"),) if exclude_lane is not None else ()
-    return _store(using).settled_after(
+    return _store(using).settled_jobs(
         position, limit, lanes=lanes, exclude_lanes=excluded
     )
 

@@ -157,7 +157,7 @@ class JobActions(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.action(
         permissions=["cancel"], description=gettext_lazy("Request cancellation of selected jobs")
     )
-    def request_cancellation(
+    def cancel(
         self, request: HttpRequest, queryset: QuerySet[Job]
     ) -> HttpResponse | None:
         jobs = self._selected(request, queryset, ("job_id", "queue", "state", "cancellation_id"))
@@ -169,7 +169,7 @@ class JobActions(admin.ModelAdmin):  # type: ignore[type-arg]
             return confirmation.page(
                 self,
                 request,
-                action="request_cancellation",
+                action="cancel",
                 title=_("Request cancellation"),
                 question=ngettext(
                     "Record a cancellation for %(count)d pending job? A queued job settles "
@@ -263,7 +263,7 @@ class JobActions(admin.ModelAdmin):  # type: ignore[type-arg]
         )
 
     @admin.action(permissions=["rerun"], description=gettext_lazy("Re-run selected jobs"))
-    def rerun_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+    def rerun(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         selected = self._selected(request, queryset, ("pk", "job_id", "state", "outcome"))
         if selected is None:
             return None
@@ -274,7 +274,7 @@ class JobActions(admin.ModelAdmin):  # type: ignore[type-arg]
             return confirmation.page(
                 self,
                 request,
-                action="rerun_jobs",
+                action="rerun",
                 title=_("Re-run"),
                 question=ngettext(
                     "Enqueue %(count)d settled job's work again as a new job?",
@@ -345,7 +345,7 @@ class JobActions(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.action(
         permissions=["fail_lane"], description=gettext_lazy("Fail the lanes of selected jobs")
     )
-    def fail_lanes(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+    def fail_lane(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         limit = confirmation.ACTION_LIMIT
         chosen = list(queryset.order_by().values_list("lane", flat=True)[:limit])
         lanes = sorted(set(chosen))
@@ -383,7 +383,7 @@ class JobActions(admin.ModelAdmin):  # type: ignore[type-arg]
         return confirmation.page(
             self,
             request,
-            action="fail_lanes",
+            action="fail_lane",
             title=_("Fail lanes"),
             question=ngettext(
                 "Fail %(jobs)s in %(count)d lane? This settles every queued and running job of "

@@ -147,7 +147,7 @@ class JobAdmin(DashboardMixin, JobActions, ReadOnlyAdmin):
     search_fields = ("job_id", "queue")
     search_help_text = gettext_lazy("A job id (exact or its beginning) or a queue name (exact).")
     ordering = ("-id",)
-    actions = ("request_cancellation", "rerun_jobs", "fail_lanes")
+    actions = ("cancel", "rerun", "fail_lane")
     change_form_template = "admin/django_watchdog/job/change_form.html"
     fieldsets = (
         (None, {"fields": ("job_id", "queue_link", "lane", "priority", "reruns_display")}),

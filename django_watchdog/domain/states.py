@@ -21,7 +21,6 @@ class Outcome(StrEnum):
 
 
 PENDING_STATES = (State.QUEUED, State.RUNNING)
-OUTCOMES_WITH_REASON = (Outcome.FAILED, Outcome.INTERRUPTED)
 
 NO_RECOVERY_POLICY_REASON = "Execution disappeared without a recovery policy"
 

@@ -55,14 +55,6 @@ class LaneFailure:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Claim:
-    """A job marked running for one worker; only ``claim_token`` can settle it."""
-
-    job: Job
-    claim_token: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class ClaimResult:
     """``claimed`` hands out a job; ``cancelled`` settled a queued job that had an intent."""
 

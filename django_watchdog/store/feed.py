@@ -53,7 +53,7 @@ def _position(using: str) -> int:
 NO_HORIZON = 2**63 - 1
 
 
-def settled_after(
+def settled_jobs(
     using: str,
     after: int,
     limit: int,
@@ -62,7 +62,7 @@ def settled_after(
     exclude_lanes: Sequence[str] = (),
 ) -> list[SettledRecord]:
     """Settled jobs positioned after ``after``, up to the partition's first pending job."""
-    sql, params = settled_after_statement(using, after, limit, lanes, exclude_lanes)
+    sql, params = settled_jobs_statement(using, after, limit, lanes, exclude_lanes)
     d = dialect(using)
     if d.fetch(d.ANY_UNPOSITIONED):
         with transaction.atomic(using=using):
@@ -82,7 +82,7 @@ def settled_after(
     return records
 
 
-def settled_after_statement(
+def settled_jobs_statement(
     using: str, after: int, limit: int, lanes: Sequence[str], exclude_lanes: Sequence[str]
 ) -> tuple[str, dict[str, Any]]:
     """The feed read for a partition (``AND lane IN (…)``, ``AND lane NOT IN (…)``, in the
@@ -97,4 +97,4 @@ def settled_after_statement(
         clause, bound = in_clause("lane", "exclude_lane", exclude_lanes, negate=True)
         terms.append(f"AND {clause}")
         params.update(bound)
-    return dialect(using).settled_after_sql(" ".join(terms)), params
+    return dialect(using).settled_jobs_sql(" ".join(terms)), params

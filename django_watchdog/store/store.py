@@ -35,7 +35,20 @@ from ..domain.values import (
     SettleResult,
 )
 from ..models import Job
-from . import batches, claims, due, feed, heads, intents, lanes, reruns, retention, waits, workers
+from . import (
+    batches,
+    cancel,
+    claims,
+    due,
+    fail_lane,
+    feed,
+    heads,
+    purge,
+    reruns,
+    retention,
+    waits,
+    workers,
+)
 from .claims import Partition
 from .dialects import dialect
 from .enqueue import NewJob
@@ -78,7 +91,7 @@ class Store:
     ) -> CancelResult:
         """Record an intent to cancel ``job_id`` (SPEC §4.7)."""
         with self._waits():
-            return intents.cancel(
+            return cancel.cancel(
                 self.using,
                 job_id,
                 cancellation_id,
@@ -234,12 +247,12 @@ class Store:
     def fail_lane(self, lane: str, reason: str) -> LaneFailure:
         """Settle up to 256 pending jobs of ``lane`` ``failed`` (SPEC §4.9)."""
         with self._waits():
-            return lanes.fail_lane(self.using, lane, reason)
+            return fail_lane.fail_lane(self.using, lane, reason)
 
     def purge_queued(self, queue: str) -> int:
         """Delete ``queue``'s queued jobs (SPEC §4.10); how many."""
         with self._waits():
-            return lanes.purge_queued(self.using, queue)
+            return purge.purge_queued(self.using, queue)
 
     def prune_batches(
         self, *, older_than: timedelta, now: datetime, batch_size: int = retention.PRUNE_BATCH
@@ -266,7 +279,7 @@ class Store:
         settled = Job.objects.using(self.using).filter(queue=queue, state="settled")
         return settled.order_by("-position").first()
 
-    def settled_after(
+    def settled_jobs(
         self,
         after: int,
         limit: int,
@@ -275,9 +288,7 @@ class Store:
         exclude_lanes: Sequence[str] = (),
     ) -> list[SettledRecord]:
         """The settled feed (SPEC §4.11) after the position ``after``."""
-        return feed.settled_after(
-            self.using, after, limit, lanes=lanes, exclude_lanes=exclude_lanes
-        )
+        return feed.settled_jobs(self.using, after, limit, lanes=lanes, exclude_lanes=exclude_lanes)
 
     # workers
 

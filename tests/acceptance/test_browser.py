@@ -133,7 +133,7 @@ def test_admin_list_filter_detail_and_cancel(live_server, browser_page):
     page.go_back()
     pk = Job.objects.get(job_id="invoice-2").pk
     page.check(f"input[name=_selected_action][value='{pk}']")
-    page.select_option("select[name=action]", "request_cancellation")
+    page.select_option("select[name=action]", "cancel")
     page.click("button[name=index]")
     expect(page.locator("h1")).to_contain_text("Request cancellation")
     expect(page.locator(".watchdog-confirm")).to_contain_text("invoice-2")

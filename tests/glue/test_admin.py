@@ -249,7 +249,7 @@ def test_view_only_staff_sees_no_actions(client, staff, jobs):
         c for c in response.context["action_form"].fields["action"].choices if c[0]
     ]
     pk = Job.objects.get(job_id="wait-1").pk
-    response = post_action(client, JOBS, "request_cancellation", [pk], post="yes")
+    response = post_action(client, JOBS, "cancel", [pk], post="yes")
     assert Job.objects.get(job_id="wait-1").cancellation_id is None
     queue_response = post_action(client, QUEUES, "purge_queued", ["orders-3"], post="yes")
     assert queue_response.status_code in (200, 302)
@@ -261,7 +261,7 @@ def test_cancel_action_confirms_then_records(client, staff, jobs):
     pks = list(
         Job.objects.filter(job_id__in=["wait-1", "run-1", "done-1"]).values_list("pk", flat=True)
     )
-    response = post_action(client, JOBS, "request_cancellation", pks)
+    response = post_action(client, JOBS, "cancel", pks)
     assert response.status_code == 200
     assert response.templates[0].name == "django_watchdog/admin/confirm_action.html"
     html = response.content.decode()
@@ -269,7 +269,7 @@ def test_cancel_action_confirms_then_records(client, staff, jobs):
     assert "1 job is settled or already has a cancellation: it is left as it is." in html
     assert Job.objects.exclude(cancellation_id=None).count() == 0
 
-    response = post_action(client, JOBS, "request_cancellation", pks, post="yes")
+    response = post_action(client, JOBS, "cancel", pks, post="yes")
     assert response.status_code == 302
     cancelled = set(Job.objects.exclude(cancellation_id=None).values_list("job_id", flat=True))
     assert cancelled == {"wait-1", "run-1"}
@@ -281,16 +281,16 @@ def test_cancel_action_confirms_then_records(client, staff, jobs):
 def test_fail_lane_action_asks_for_a_reason(client, staff, jobs):
     staff(client, "view_job", "change_job")
     pk = Job.objects.get(job_id="wait-1").pk
-    response = post_action(client, JOBS, "fail_lanes", [pk])
+    response = post_action(client, JOBS, "fail_lane", [pk])
     assert response.status_code == 200
     html = response.content.decode()
     assert 'name="reason"' in html and "reports" in html
-    response = post_action(client, JOBS, "fail_lanes", [pk], post="yes", reason="")
+    response = post_action(client, JOBS, "fail_lane", [pk], post="yes", reason="")
     assert response.status_code == 200  # the page again, with the error
     assert response.context["form"].errors
     assert Job.objects.filter(lane="reports", state="settled").count() == 0
 
-    response = post_action(client, JOBS, "fail_lanes", [pk], post="yes", reason="printer on fire")
+    response = post_action(client, JOBS, "fail_lane", [pk], post="yes", reason="printer on fire")
     assert response.status_code == 302
     failed = Job.objects.filter(lane="reports")
     assert {(j.state, j.outcome, j.failure_reason) for j in failed} == {
@@ -300,12 +300,12 @@ def test_fail_lane_action_asks_for_a_reason(client, staff, jobs):
 
 
 def test_fail_lane_loops_over_batches(client, staff, jobs, monkeypatch):
-    from django_watchdog.store import lanes
+    from django_watchdog.store import fail_lane
 
-    monkeypatch.setattr(lanes, "LANE_FAILURE_BATCH", 1)
+    monkeypatch.setattr(fail_lane, "LANE_FAILURE_BATCH", 1)
     staff(client, "view_job", "change_job")
     pk = Job.objects.get(job_id="wait-1").pk
-    post_action(client, JOBS, "fail_lanes", [pk], post="yes", reason="stop")
+    post_action(client, JOBS, "fail_lane", [pk], post="yes", reason="stop")
     assert not Job.objects.filter(lane="reports").exclude(state="settled").exists()
 
 

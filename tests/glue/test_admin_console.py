@@ -206,7 +206,7 @@ def test_nothing_to_cancel_offers_no_confirm_button(client, staff, jobs):
     assert 'class="default"' not in html
     client.post(reverse("admin:django_watchdog_job_cancel", args=[pk]), {"post": "yes"})
     assert Job.objects.get(job_id="done-1").cancellation_id is None
-    response = post_action(client, JOBS, "request_cancellation", [pk])
+    response = post_action(client, JOBS, "cancel", [pk])
     assert 'class="default"' not in response.content.decode()
 
 
@@ -280,19 +280,19 @@ def test_rerun_action_reruns_the_failed_among_the_selected(client, staff, jobs):
     pks = list(
         Job.objects.filter(job_id__in=["boom-1", "done-1", "wait-1"]).values_list("pk", flat=True)
     )
-    response = post_action(client, JOBS, "rerun_jobs", pks)
+    response = post_action(client, JOBS, "rerun", pks)
     html = response.content.decode()
     assert "Enqueue 1 settled job&#x27;s work again as a new job?" in html
     assert "2 jobs are not settled failed, interrupted or cancelled: they are not re-run." in html
     boom = Job.objects.get(job_id="boom-1").pk
     data = {f"rerun_id_{boom}": "boom-1~rerun-1", "post": "yes"}
-    assert post_action(client, JOBS, "rerun_jobs", pks, **data).status_code == 302
-    assert post_action(client, JOBS, "rerun_jobs", pks, **data).status_code == 302  # again
+    assert post_action(client, JOBS, "rerun", pks, **data).status_code == 302
+    assert post_action(client, JOBS, "rerun", pks, **data).status_code == 302  # again
     assert list(Job.objects.exclude(rerun_of=None).values_list("job_id", flat=True)) == [
         "boom-1~rerun-1"
     ]
     done = Job.objects.get(job_id="done-1").pk
-    html = post_action(client, JOBS, "rerun_jobs", [done]).content.decode()
+    html = post_action(client, JOBS, "rerun", [done]).content.decode()
     assert 'class="default"' not in html
 
 
@@ -316,17 +316,17 @@ def test_confirmation_pages_follow_the_admins_templates(admin_client, jobs):
 def test_fail_lane_says_its_whole_lane_effect_and_logs_each_job(client, staff, jobs):
     staff(client, "view_job", "change_job")
     pk = Job.objects.get(job_id="wait-1").pk
-    html = post_action(client, JOBS, "fail_lanes", [pk]).content.decode()
+    html = post_action(client, JOBS, "fail_lane", [pk]).content.decode()
     assert "Fail 3 jobs in 1 lane?" in html
     assert "not only the 1 selected" in html
     assert "<td>3 jobs in lane reports</td>" in html
-    post_action(client, JOBS, "fail_lanes", [pk], post="yes", reason="printer on fire")
+    post_action(client, JOBS, "fail_lane", [pk], post="yes", reason="printer on fire")
     for job_id in ("run-1", "wait-1", "wait-2"):
         assert log_entries(job_id) == [
             ("staff", CHANGE, "Failed with lane reports: printer on fire")
         ]
     # Now nothing of the lane is pending: the page offers no confirm button.
-    html = post_action(client, JOBS, "fail_lanes", [pk]).content.decode()
+    html = post_action(client, JOBS, "fail_lane", [pk]).content.decode()
     assert "Fail 0 jobs in 1 lane?" in html and 'class="default"' not in html
 
 

@@ -127,8 +127,8 @@ def test_the_realistic_table_claims_the_best_head() -> None:
 
 
 def _feed_plan(lanes: tuple[str, ...], exclude_lanes: tuple[str, ...]) -> str:
-    """The plan of exactly the statement a feed read runs (``feed.settled_after_statement``)."""
-    sql, params = feed.settled_after_statement("default", 100, 256, lanes, exclude_lanes)
+    """The plan of exactly the statement a feed read runs (``feed.settled_jobs_statement``)."""
+    sql, params = feed.settled_jobs_statement("default", 100, 256, lanes, exclude_lanes)
     explain = "EXPLAIN " if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN "
     rows = dialect("default").fetch(explain + sql, params)
     return "\n".join(str(row[0] if connection.vendor == "postgresql" else row[-1]) for row in rows)

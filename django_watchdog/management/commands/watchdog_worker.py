@@ -202,8 +202,6 @@ class Command(BaseCommand):
             # Job threads that outlived the grace period would keep the process alive.
             logging.shutdown()
             os._exit(code)
-        if code:
-            raise SystemExit(code)
 
     def _serve_metrics(
         self, handlers: dict[str, HandlerFunction], using: str, options: dict[str, Any]

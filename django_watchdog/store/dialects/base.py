@@ -163,8 +163,8 @@ class Dialect:
     def retry_pending_sql(self, lanes: str) -> str:
         return common.retry_pending(lanes)
 
-    def settled_after_sql(self, lanes: str) -> str:
-        return common.settled_after(lanes)
+    def settled_jobs_sql(self, lanes: str) -> str:
+        return common.settled_jobs(lanes)
 
     # the steps verbs take, each the database's own way (see the dialects)
 

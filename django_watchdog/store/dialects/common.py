@@ -274,7 +274,7 @@ def any_unpositioned(is_unset: Flag) -> str:
 
 
 @lru_cache(maxsize=64)
-def settled_after(lanes: str) -> str:
+def settled_jobs(lanes: str) -> str:
     """The settled jobs after ``%(after)s``, up to the partition's first pending job (the
     horizon; ``%(no_horizon)s`` if none), at most ``%(limit)s``: index range scans on the
     ``watchdog_job_feed_*`` partial indexes, whose predicates the terms repeat. ``lanes``

@@ -1,4 +1,4 @@
-"""Bulk verbs: fail a whole lane (SPEC §4.9) and purge a queue's queued jobs (SPEC §4.10)."""
+"""Fail a whole lane (SPEC §4.9): settle its pending jobs ``failed``, in bounded batches."""
 
 from __future__ import annotations
 
@@ -51,14 +51,3 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
             settled.append(job)
         more = pending.exists()
     return LaneFailure(jobs=tuple(settled), more=more)
-
-
-def purge_queued(using: str, queue: str) -> int:
-    """Delete ``queue``'s queued jobs (never running or settled ones); return how many."""
-
-    with transaction.atomic(using=using):
-        dialect(using).lock_queue(queue)
-        deleted, _ = Job.objects.using(using).filter(queue=queue, state=State.QUEUED).delete()
-        if deleted:
-            heads.announce(queue, None, using=using)
-    return deleted
