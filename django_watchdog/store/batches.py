@@ -21,7 +21,7 @@ from django.db import transaction
 from ..domain.errors import WatchdogError
 from ..domain.states import Outcome
 from ..domain.values import ClaimResult, Decision, SettleResult
-from . import claims, heads, rows
+from . import claims, heads, recovery, rows
 from .claims import Partition
 from .dialects import dialect
 
@@ -62,7 +62,7 @@ def settle_and_claim(
         quiet = claim_next.lanes if claim_next is not None and limit else ()
         settled = settle_many(using, settlements, quiet_lanes=quiet)
         for job_id, token in release:
-            claims.release_in_transaction(using, job_id, token)
+            recovery.release_in_transaction(using, job_id, token)
         claimed = claim_many(using, claim_next, limit, worker_id, token) if claim_next else []
     return settled, claimed
 

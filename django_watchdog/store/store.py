@@ -44,6 +44,7 @@ from . import (
     feed,
     heads,
     purge,
+    recovery,
     reruns,
     retention,
     waits,
@@ -171,7 +172,7 @@ class Store:
     def reconcile(self, job_id: str, claim_token: str) -> ReconcileResult:
         """Resolve a running job whose execution disappeared, exactly once (SPEC §4.8)."""
         with self._waits():
-            return claims.reconcile(self.using, job_id, claim_token)
+            return recovery.reconcile(self.using, job_id, claim_token)
 
     def recover(
         self,
@@ -196,17 +197,17 @@ class Store:
         alive_workers: Sequence[str] = (),
     ) -> list[tuple[str, str]]:
         """Claims of workers silent for ``timeout`` (database clock), gone, or dead."""
-        return claims.disappeared_claims(
+        return recovery.disappeared_claims(
             self.using, timeout=timeout, dead_workers=dead_workers, alive_workers=alive_workers
         )
 
     def claims_of(self, workers: Sequence[str]) -> list[tuple[str, str]]:
-        return claims.claims_of(self.using, workers)
+        return recovery.claims_of(self.using, workers)
 
     def reconcile_all(self, found: Sequence[tuple[str, str]]) -> list[ReconcileResult]:
         """Reconcile each claim; one whose queue another transaction holds is ``deferred``."""
         with self._waits():
-            return claims.reconcile_all(self.using, found)
+            return recovery.reconcile_all(self.using, found)
 
     def release_lost_claims(
         self, worker_id: str, tokens: Sequence[str]
@@ -216,10 +217,10 @@ class Store:
         (job id, token prefix) of those whose queue another transaction held (try again)."""
         released: list[str] = []
         deferred: list[tuple[str, str]] = []
-        for job_id, token in claims.lost_claims(self.using, worker_id, tokens):
+        for job_id, token in recovery.lost_claims(self.using, worker_id, tokens):
             try:
                 with self._waits():
-                    if claims.release(self.using, job_id, token):
+                    if recovery.release(self.using, job_id, token):
                         released.append(job_id)
             except LockBusy:
                 deferred.append((job_id, token.rpartition(".")[0]))

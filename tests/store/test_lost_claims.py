@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import django_watchdog as wd
-from django_watchdog.store import claims
+from django_watchdog.store import recovery
 from django_watchdog.store.claims import Partition
 from django_watchdog.store.worker_store import WorkerStore
 
@@ -23,7 +23,7 @@ def test_only_the_jobs_of_the_lost_claims_token_prefix_are_released() -> None:
     assert [r.job.job_id for r in (lost, known, other) if r.job] == ["lost", "known", "other"]
     assert lost.claim_token == "ab_c.1"
 
-    assert claims.lost_claims("default", "w1", ["ab_c"]) == [("lost", "ab_c.1")]
+    assert recovery.lost_claims("default", "w1", ["ab_c"]) == [("lost", "ab_c.1")]
     assert store.release_lost_claims("w1", ["ab_c"]) == (["lost"], [])
     assert [wd.get_job(n).state for n in ("lost", "known", "other")] == [
         "queued",

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.models import Worker
-from django_watchdog.store import claims, workers
+from django_watchdog.store import recovery, workers
 
 from .helpers import claimed
 
@@ -40,7 +40,7 @@ def _silence(worker_id: str, seconds: float) -> None:
 
 
 def _disappeared(**judged: tuple[str, ...]) -> list[str]:
-    found = claims.disappeared_claims(connection.alias, timeout=TIMEOUT, **judged)
+    found = recovery.disappeared_claims(connection.alias, timeout=TIMEOUT, **judged)
     return sorted(job_id for job_id, _ in found)
 
 
@@ -90,8 +90,8 @@ def test_the_live_and_dead_verdicts_of_processes_override_heartbeats() -> None:
     assert _disappeared() == ["s"]
     assert _disappeared(alive_workers=("silent",)) == []
     assert _disappeared(dead_workers=("fresh",)) == ["f", "s"]
-    assert sorted(j for j, _ in claims.claims_of(connection.alias, ["fresh"])) == ["f"]
-    assert claims.claims_of(connection.alias, []) == []
+    assert sorted(j for j, _ in recovery.claims_of(connection.alias, ["fresh"])) == ["f"]
+    assert recovery.claims_of(connection.alias, []) == []
 
 
 def test_reap_deletes_rows_silent_for_ten_timeouts_that_run_nothing() -> None:
