@@ -132,6 +132,21 @@ class Dialect:
             return None
         return self.connection.ops.adapt_json_value(value, None)
 
+    def job_values(self, new: NewJob, delayed: bool) -> dict[str, Any]:
+        """What enqueue writes for ``new``: each job column it binds, in insert order."""
+        return {
+            "job_id": new.job_id,
+            "queue": new.queue,
+            "lane": new.lane,
+            "priority": new.priority,
+            "payload": self.param_json(new.payload),
+            "max_recoveries": new.max_recoveries,
+            "delayed": delayed,
+            "run_after": self.param_datetime(new.run_after),
+            "retry_policy": self.param_json(new.retry.to_json() if new.retry else None),
+            "timeout": new.timeout,
+        }
+
     # spelling
 
     @staticmethod

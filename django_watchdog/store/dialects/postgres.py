@@ -159,11 +159,6 @@ JOB_FROM_VALUES = f"""(VALUES (
     %(payload)s::jsonb, %(max_recoveries)s::bigint, %(delayed)s::boolean,
     %(run_after)s::timestamptz, %(retry_policy)s::jsonb, %(timeout)s::double precision,
     1::bigint)) {JOB_ROWS}"""
-#: What enqueue binds per job (one value, or one array, per name).
-JOB_PARAMS = (
-    "job_id", "queue", "lane", "priority", "payload", "max_recoveries", "delayed",
-    "run_after", "retry_policy", "timeout",
-)  # fmt: skip
 QUEUES_FROM_ARRAY = "SELECT unnest(%(queues)s::text[]), %(created_at)s"
 QUEUE_FROM_VALUES = "VALUES (%(queue)s, %(created_at)s)"
 
@@ -550,21 +545,6 @@ class PostgresDialect(Dialect):
             inserted.extend(self.fetch(INSERT_WITH_HEADS, {**_by_column(rest), "channel": channel}))
         return [tuple(row[:4]) for row in inserted], created, {}
 
-    def job_values(self, new: NewJob, delayed: bool) -> dict[str, Any]:
-        """What enqueue binds for ``new`` (``JOB_PARAMS``)."""
-        return {
-            "job_id": new.job_id,
-            "queue": new.queue,
-            "lane": new.lane,
-            "priority": new.priority,
-            "payload": self.param_json(new.payload),
-            "max_recoveries": new.max_recoveries,
-            "delayed": delayed,
-            "run_after": self.param_datetime(new.run_after),
-            "retry_policy": self.param_json(new.retry.to_json() if new.retry else None),
-            "timeout": new.timeout,
-        }
-
     def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
         """Settle each (``SETTLE_MANY_COLUMNS``) and ready each queue's next head."""
         by_column = {
@@ -634,4 +614,5 @@ LISTEN_OPTIONS = (
 
 
 def _by_column(per_job: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    return {name: [values[name] for values in per_job] for name in JOB_PARAMS}
+    """One array per column of ``Dialect.job_values`` (what ``JOBS_FROM_ARRAYS`` binds)."""
+    return {name: [values[name] for values in per_job] for name in per_job[0]}

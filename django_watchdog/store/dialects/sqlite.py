@@ -332,7 +332,7 @@ class SqliteDialect(Dialect):
         created = {name for (name,) in found}
         heads_of_created = _best_new_jobs(batch, delays, created)
         values = [
-            (index, *self.job_values(new, delays[index]), index in heads_of_created)
+            (index, *self.job_values(new, delays[index]).values(), index in heads_of_created)
             for index, new in enumerate(batch)
         ]
         inserted = self.fetch_rows(insert_jobs, INSERT_JOBS_ROW, values)
@@ -350,21 +350,6 @@ class SqliteDialect(Dialect):
             )
             ready = {pk: bool(flag) for pk, flag in refreshed}
         return inserted, created, ready
-
-    def job_values(self, new: NewJob, delayed: bool) -> tuple[Any, ...]:
-        """What enqueue writes for ``new``, in ``INSERT_JOBS_ROW`` order after ``ordinal``."""
-        return (
-            new.job_id,
-            new.queue,
-            new.lane,
-            new.priority,
-            self.param_json(new.payload),
-            new.max_recoveries,
-            delayed,
-            self.param_datetime(new.run_after),
-            self.param_json(new.retry.to_json() if new.retry else None),
-            new.timeout,
-        )
 
     def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
         """Settle each (``SETTLE_MANY_ROW``) and ready each queue's next head."""
