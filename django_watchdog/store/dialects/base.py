@@ -91,6 +91,9 @@ class Dialect:
                 return read(cursor)
         with connection.wrap_database_errors, self.driver_cursor() as raw:
             connection.validate_no_broken_transaction()
+            if not connection.execute_wrappers:
+                self._execute_on_driver(raw, sql, params, False, {})
+                return read(raw)
             executor: Callable[..., Any] = partial(self._execute_on_driver, raw)
             for wrapper in reversed(connection.execute_wrappers):
                 executor = partial(wrapper, executor)
