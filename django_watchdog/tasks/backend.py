@@ -16,7 +16,7 @@ from uuid import uuid4
 from asgiref.sync import sync_to_async
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import router, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from .. import api, handlers
@@ -196,19 +196,19 @@ class WatchdogBackend(BaseTaskBackend):
 
     def _enqueue(self, new: NewJob, *, coalesce: bool) -> EnqueueResult:
         """Enqueue ``new``; if ``coalesce``, an identical queued job stands for it."""
-        from ..models import Job
+        from ..store.store import Store
         from ..store.twins import queued_twin
 
-        alias = self.database or router.db_for_write(Job)
+        store = Store(self.database)
         if not coalesce:
-            return Job.objects.db_manager(alias).enqueue(new)
+            return store.enqueue(new)
         # A new uuid job id cannot conflict, so no savepoint is needed to keep the
         # caller's transaction usable; the twin's queue stays locked until it commits.
-        with transaction.atomic(using=alias, savepoint=False):
-            twin = queued_twin(alias, new)
+        with transaction.atomic(using=store.using, savepoint=False):
+            twin = queued_twin(store.using, new)
             if twin is not None:
                 return EnqueueResult(status="duplicate", job=twin)
-            return Job.objects.db_manager(alias).enqueue(new)
+            return store.enqueue(new)
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
         """The task result of job ``result_id``; ``TaskResultDoesNotExist`` if none."""

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
+from django_watchdog.store.store import Store
 from tests.glue.test_dashboard import live_worker, run, traffic  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.metrics_urls")]
@@ -114,7 +115,7 @@ def test_the_number_of_queries_does_not_grow_with_lanes_jobs_or_workers(client):
         wd.enqueue(f"j{n}", queue=f"q{n % 7}", lane=f"lane-{n % 6}")
     for n in range(5):
         run(f"j{n}", Decision.completed())
-    Job.objects.claim(worker_id="w1")
+    Store().claim(worker_id="w1")
     for n in range(8):
         live_worker(f"w{n}", lanes=[f"lane-{n % 6}"])
     assert queries() == empty == 6

@@ -9,6 +9,7 @@ from django.test import override_settings
 
 import django_watchdog as wd
 from django_watchdog.models import Job
+from django_watchdog.store.store import Partition, Store
 from django_watchdog.tasks import keys
 from tests.tasks_app import drive, tasks
 from tests.tasks_app.framework import TaskResultStatus, task_backends
@@ -59,7 +60,7 @@ def test_calls_with_one_key_share_a_serial_queue_and_run_in_order():
     assert running.job_id == first.id
     # The second update of object 1 waits for the first; object 2 runs beside it.
     assert drive.claim()[0].job_id == other.id
-    assert Job.objects.claim(lanes=["task:tasks"]).status == "none"
+    assert Store().claim(Partition(lanes=["task:tasks"])).status == "none"
     drive.run(running, token)
     assert drive.claim()[0].job_id == second.id
 
@@ -116,7 +117,7 @@ def test_a_coalesced_call_holds_its_twins_queue_until_its_transaction_commits():
         assert inside.wait(10)
         if connection.vendor == "postgresql":
             # The claim skips the locked queue instead of taking the twin under us.
-            claims.append(Job.objects.claim(lanes=["task:tasks"]).status)
+            claims.append(Store().claim(Partition(lanes=["task:tasks"])).status)
     finally:
         release.set()
         thread.join(10)

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 import django_watchdog as wd
 from django_watchdog.models import Job, Queue
 from django_watchdog.store.idle_queues import forget_idle_task_queues
+from django_watchdog.store.store import Partition, Store
 
 from .helpers import in_background
 
@@ -33,12 +34,12 @@ def test_only_task_queues_that_no_job_names_are_forgotten() -> None:
         idle_queue(name)
     wd.enqueue("queued", queue="task:queued", lane="task:x")
     wd.enqueue("running", queue="task:running", lane="task:x")
-    assert Job.objects.claim(lanes=["task:x"]).job.job_id in {"queued", "running"}
+    assert Store().claim(Partition(lanes=["task:x"])).job.job_id in {"queued", "running"}
     wd.enqueue("settled", queue="task:settled", lane="task:y")
-    claimed = Job.objects.claim(lanes=["task:y"])
+    claimed = Store().claim(Partition(lanes=["task:y"]))
     from django_watchdog.domain.values import Decision
 
-    Job.objects.settle("settled", claimed.claim_token, Decision.completed())
+    Store().settle("settled", claimed.claim_token, Decision.completed())
     from datetime import timedelta
 
     from django.utils import timezone
@@ -63,7 +64,7 @@ def test_a_forgotten_queue_is_created_again_by_the_next_enqueue() -> None:
     assert forget_idle_task_queues("default") == 1
     wd.enqueue("back", queue="task:again", lane="task:x")
     assert "task:again" in queue_names()
-    assert Job.objects.claim(lanes=["task:x"]).job.job_id == "back"
+    assert Store().claim(Partition(lanes=["task:x"])).job.job_id == "back"
 
 
 @pytest.mark.postgres_only
@@ -106,7 +107,7 @@ def test_an_enqueue_racing_the_cleanup_keeps_its_queue_row_and_is_claimed() -> N
             thread.join(timeout=30)
     assert not errors, errors
     assert queue in queue_names()
-    assert Job.objects.claim(lanes=["task:x"]).job.job_id == "raced"
+    assert Store().claim(Partition(lanes=["task:x"])).job.job_id == "raced"
 
 
 def test_cleanup_concurrent_with_enqueues_loses_no_job() -> None:
@@ -131,7 +132,7 @@ def test_cleanup_concurrent_with_enqueues_loses_no_job() -> None:
             for name in names:
                 wd.enqueue(f"{name}-{round_}", queue=name, lane="task:x")
             claimed = 0
-            while (result := Job.objects.claim(lanes=["task:x"])).status == "claimed":
+            while (result := Store().claim(Partition(lanes=["task:x"]))).status == "claimed":
                 Job.objects.filter(job_id=result.job.job_id).delete()  # pruned at once
                 claimed += 1
             assert claimed == len(names), f"round {round_}: {claimed} of {len(names)} claimed"
