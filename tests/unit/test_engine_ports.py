@@ -25,7 +25,9 @@ def test_the_worker_store_has_every_method_of_the_protocol_with_its_signature():
         assert list(given.parameters) == list(wanted.parameters), name
         for parameter in wanted.parameters.values():
             assert given.parameters[parameter.name].kind == parameter.kind, (name, parameter)
-            assert given.parameters[parameter.name].default == parameter.default, name
+            # The store may default what the engine always passes (it has other callers).
+            if parameter.default is not inspect.Parameter.empty:
+                assert given.parameters[parameter.name].default == parameter.default, name
 
 
 def test_the_fake_store_declares_the_protocol_and_implements_all_of_it():
