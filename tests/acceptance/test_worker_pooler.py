@@ -1,7 +1,5 @@
 """A real worker through PgBouncer in transaction mode (WATCHDOG_TEST_DB=pgbouncer)."""
 
-import time
-
 import pytest
 
 import django_watchdog as wd
@@ -22,8 +20,12 @@ LONG_POLL = "30"
 def test_a_worker_behind_the_pooler_is_woken_through_the_direct_connection(spawn_worker, runs):
     worker = spawn_worker("--poll-interval", LONG_POLL, "--lane", "t-record")
     wd.enqueue("warm-up", queue="warm", lane="t-record")
-    wait_until(lambda: runs.ends("warm-up"), message=f"the warm-up job; {worker.output()}")
-    time.sleep(0.2)  # let the worker go idle (it waits for a wake-up now, or 30 s)
+    # Settled means the worker's settle-and-claim transaction found nothing after it: the
+    # next job can only reach it by a wake-up (or the 30 s poll).
+    wait_until(
+        lambda: wd.get_job("warm-up").state == "settled",
+        message=f"the warm-up job settled; {worker.output()}",
+    )
     wd.enqueue("woken", queue="w", lane="t-record")
     wait_until(lambda: runs.starts("woken"), timeout=10, message="a wake-up, not the poll")
     worker.signal(15)
