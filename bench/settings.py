@@ -10,6 +10,8 @@ import os
 SYSTEM = os.environ.get("BENCH_SYSTEM", "watchdog")
 DB = os.environ.get("BENCH_DB", "sqlite")
 DB_NAMES = {"watchdog": "watchdog_bench", "tasks_db": "bench_tasks_db"}
+if os.environ.get("BENCH_DB_NAME"):  # a scratch database of its own (bench/roundtrips.py)
+    DB_NAMES[SYSTEM] = os.environ["BENCH_DB_NAME"]
 SQLITE_DIR = os.environ.get("BENCH_SQLITE_DIR", "/tmp/django-watchdog-bench")
 
 SECRET_KEY = "bench-only-not-secret"  # noqa: S105
