@@ -1,0 +1,100 @@
+"""The hot paths' statement budget: what one job of the default worker and one ``enqueue()``
+send to the database, pinned so a round trip added back fails here.
+
+The default worker, busy, does one thing per job: a transaction that settles the job it ran
+and claims the next (``WorkerStore.settle`` with ``claim_next``). Counted is every exchange
+Django's query log records (``CaptureQueriesContext``: statements, ``BEGIN``, ``COMMIT``),
+on real transactions (``transaction=True``: no test savepoints in the count). The figures
+are in docs/performance.md ("Where the time goes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+import django_watchdog as wd
+from django_watchdog.store.claims import Partition, new_claim_token
+from django_watchdog.store.worker_store import WorkerStore
+from tests.store.helpers import DONE
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: What a busy default worker sends per job, and ``enqueue()`` per call in its own
+#: transaction, by database vendor: every exchange with the server Django's query log records,
+#: ``BEGIN`` and ``COMMIT`` included.
+#: postgresql: BEGIN; lock the job's queue; settle and ready the queue's next head; claim;
+#: COMMIT. sqlite: BEGIN IMMEDIATE; the job's queue; settle; the next head; mark it ready;
+#: claim; COMMIT.
+SETTLE_AND_CLAIM = {"postgresql": 5, "sqlite": 7}
+#: postgresql: BEGIN; create-or-lock the queue and insert; COMMIT.
+ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4}
+#: postgresql: BEGIN; lock the queue (it exists); insert and settle its head; COMMIT.
+ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5}
+
+
+@contextmanager
+def exchanges() -> Iterator[list[str]]:
+    """What the block sent on this thread's connection, in order (``BEGIN`` and ``COMMIT``
+    included: Django's query log records them)."""
+    sent: list[str] = []
+    with CaptureQueriesContext(connection) as captured:
+        yield sent
+    sent.extend(" ".join(query["sql"].split()) for query in captured.captured_queries)
+
+
+def commits(sent: list[str]) -> int:
+    return sum(1 for text in sent if text.upper() == "COMMIT")
+
+
+def _budget(table: dict[str, int]) -> int:
+    if connection.vendor not in table:
+        pytest.skip(f"no statement budget recorded for {connection.vendor}")
+    return table[connection.vendor]
+
+
+def test_a_busy_default_worker_settles_and_claims_the_next_job_in_one_transaction() -> None:
+    budget = _budget(SETTLE_AND_CLAIM)
+    wd.enqueue("first", queue="q")
+    wd.enqueue("next", queue="q")  # the settle readies it: the claim takes it
+    store = WorkerStore("default")
+    partition = Partition()
+    running = store.claim(partition, worker_id="w")
+    assert running.job is not None and running.claim_token is not None
+    with exchanges() as sent:
+        settled, claimed = store.settle(
+            running.job.job_id,
+            running.claim_token,
+            DONE,
+            claim_next=partition,
+            worker_id="w",
+            token=new_claim_token(),
+        )
+    assert settled.status == "settled"
+    assert claimed is not None and not isinstance(claimed, Exception)
+    assert claimed.status == "claimed" and claimed.job is not None
+    assert claimed.job.job_id == "next"
+    assert len(sent) == budget, sent
+    assert commits(sent) == 1
+
+
+def test_an_enqueue_into_a_new_queue_is_one_insert() -> None:
+    budget = _budget(ENQUEUE_NEW_QUEUE)
+    wd.enqueue("warm", queue="warm")
+    with exchanges() as sent, transaction.atomic():
+        assert wd.enqueue("a", queue="fresh").status == "queued"
+    assert len(sent) == budget, sent
+    assert commits(sent) == 1
+
+
+def test_an_enqueue_into_a_queue_with_queued_jobs_adds_one_statement() -> None:
+    budget = _budget(ENQUEUE_EXISTING_QUEUE)
+    wd.enqueue("first", queue="busy")
+    with exchanges() as sent, transaction.atomic():
+        assert wd.enqueue("second", queue="busy").status == "queued"
+    assert len(sent) == budget, sent
+    assert commits(sent) == 1
