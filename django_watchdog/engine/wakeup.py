@@ -1,25 +1,34 @@
 """Wake-up: tell an idle worker that there may be work, sooner than its next poll.
 
 PostgreSQL: ``LISTEN`` on the notification channel; enqueue (and anything that makes a job
-ready) sends ``NOTIFY`` inside its transaction, so it arrives at commit. SQLite: a cheap
-``PRAGMA data_version`` poll notices any other connection's commit within milliseconds.
-Either way the worker still polls at ``POLL_INTERVAL`` as a fallback.
+ready) sends ``NOTIFY`` inside its transaction, so it arrives at commit. SQLite: ``PRAGMA
+data_version`` tells any other connection's commit; on Linux the waker reads it when the
+kernel reports a write to the database or its write-ahead log (``inotify``), and sleeps
+otherwise; elsewhere it polls it every few milliseconds. Either way the worker still polls
+at ``POLL_INTERVAL`` as a fallback.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from django.db import DatabaseError, connections
 
 from ..conf import listen_alias, setting
 from ..store.dialects import dialect, supported
+from .file_changes import FileChanges
 
 logger = logging.getLogger("django_watchdog.worker")
 
 SQLITE_CHECK_INTERVAL = 0.005
+#: With file watching: after a write, ``data_version`` is read every SQLITE_CHECK_INTERVAL
+#: for this long (the write that woke us may precede the commit that changes the version by
+#: a moment), then the waker sleeps until the next write, or SQLITE_IDLE_CHECK at most.
+SQLITE_AFTER_WRITE = 0.025
+SQLITE_IDLE_CHECK = 1.0
 LISTEN_RECONNECT_MAX = 5.0
 
 
@@ -52,8 +61,22 @@ class Waker:
 
 
 class SqliteWaker(Waker):
+    """Reads ``PRAGMA data_version`` when the database's files are written (Linux), else
+    every SQLITE_CHECK_INTERVAL; a changed version wakes the worker."""
+
+    _changes: FileChanges | None = None
+
+    def stop(self) -> None:
+        self._stopped.set()
+        changes = self._changes
+        if changes is not None:
+            changes.interrupt()
+        super().stop()
+
     def _run(self) -> None:
+        changes = self._changes = FileChanges.watch(dialect(self.using).database_files())
         last: int | None = None
+        polling_until = 0.0
         try:
             while not self._stopped.is_set():
                 if not self.wanted():
@@ -69,8 +92,14 @@ class SqliteWaker(Waker):
                 if last is not None and version != last:
                     self.event.set()
                 last = version
-                self._stopped.wait(SQLITE_CHECK_INTERVAL)
+                if changes is None or time.monotonic() < polling_until:
+                    self._stopped.wait(SQLITE_CHECK_INTERVAL)
+                elif changes.wait(SQLITE_IDLE_CHECK):
+                    polling_until = time.monotonic() + SQLITE_AFTER_WRITE
         finally:
+            self._changes = None
+            if changes is not None:
+                changes.close()
             connections[self.using].close()
 
 

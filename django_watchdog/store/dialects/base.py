@@ -270,6 +270,11 @@ class Dialect:
         """(``WAKE == "data_version"``) A number that changes when another connection commits."""
         raise NotImplementedError
 
+    def database_files(self) -> tuple[str, ...]:
+        """(``WAKE == "data_version"``) The files another connection's commit writes (so a
+        waker can sleep until one is written); none if unknown (an in-memory database)."""
+        return ()
+
     def notifications(self, channel: str) -> AbstractContextManager[Any]:
         """(``WAKE == "notify"``) A connection of its own listening on ``channel``."""
         raise NotImplementedError

@@ -383,6 +383,14 @@ class SqliteDialect(Dialect):
         """A number that changes whenever another connection commits."""
         return int(self.fetch(DATA_VERSION)[0][0])
 
+    def database_files(self) -> tuple[str, ...]:
+        """The database file and its write-ahead log: a commit writes one of them (the log
+        in WAL mode, the file itself with a rollback journal)."""
+        name = str(self.connection.settings_dict["NAME"] or "")
+        if not name or name == ":memory:" or name.startswith("file:") or "mode=memory" in name:
+            return ()
+        return (name, f"{name}-wal")
+
 
 def _best_new_jobs(batch: Sequence[NewJob], delays: Sequence[bool], queues: set[str]) -> set[int]:
     """Indexes in ``batch`` of each of ``queues``' best non-delayed job (older wins ties)."""
