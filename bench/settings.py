@@ -46,8 +46,8 @@ else:
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]
 if SYSTEM == "watchdog":
     INSTALLED_APPS += ["django_watchdog", "bench.benchapp"]
-    # PostgreSQL wakes workers with NOTIFY and SQLite with a 5 ms data_version check; the
-    # poll interval is only the fallback, so the defaults are already the fastest settings.
+    # PostgreSQL wakes workers with NOTIFY and SQLite with a data_version check on each write
+    # to its files; the poll interval is only the fallback, so the defaults are the fastest.
     WATCHDOG: dict[str, object] = {}
 elif SYSTEM == "tasks_db":
     INSTALLED_APPS += ["django_tasks_db", "bench.benchapp"]
