@@ -414,3 +414,59 @@ def test_orphans_whose_queue_is_held_are_released_on_a_later_step():
     assert worker.holdings.lost_claims() == ["tok"], "tried again on the next step"
     worker.recovery.release_lost_claims()
     assert not worker.holdings.lost_claims() and not answers
+
+
+class DueCountingStore(FakeStore):
+    """Counts the looks for due delayed jobs; ``due``: when the next delayed job is due."""
+
+    def __init__(self, jobs=()):
+        super().__init__(jobs)
+        self.promotions = 0
+        self.due_looks = 0
+        self.due = None
+
+    def promote_due(self, *, now):
+        self.promotions += 1
+        return 0
+
+    def next_due(self):
+        self.due_looks += 1
+        return self.due
+
+
+def _idle_polls(worker, count):
+    """What the main loop does when idle, ``count`` times: a step, then the idle wait."""
+    for _ in range(count):
+        worker.run_once()
+        worker.clock.advance(worker._idle_wait())
+
+
+def test_an_idle_worker_with_nothing_delayed_looks_for_due_jobs_once_per_poll():
+    store = DueCountingStore()
+    worker = make_worker(store, {"l": lambda job: None}, poll_interval=0.5)
+    _idle_polls(worker, 4)
+    # One statement per poll, not two: the idle wait's look (nothing delayed) stands for
+    # the next step's.
+    assert store.due_looks == 4
+    assert store.promotions == 1  # the first step's, before any idle wait
+
+
+def test_an_idle_worker_promotes_a_delayed_job_when_it_comes_due():
+    store = DueCountingStore()
+    worker = make_worker(store, {"l": lambda job: None}, poll_interval=0.5)
+    _idle_polls(worker, 2)
+    store.due = worker.clock.now() + timedelta(seconds=0.2)  # a delayed job was enqueued
+    promotions = store.promotions
+    _idle_polls(worker, 2)
+    assert store.promotions > promotions
+
+
+def test_a_worker_with_every_slot_busy_still_promotes_each_poll():
+    store = DueCountingStore()
+    worker = make_worker(store, {"l": lambda job: None}, poll_interval=0.5)
+    _idle_polls(worker, 2)
+    promotions = store.promotions
+    worker.exhausted = False  # as after claims that filled every slot
+    worker.clock.advance(worker._idle_wait())
+    worker.run_once()
+    assert store.promotions == promotions + 1
