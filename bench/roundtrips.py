@@ -22,6 +22,7 @@ import argparse
 import collections
 import os
 import resource
+import signal
 import sys
 import threading
 import time
@@ -32,6 +33,12 @@ from typing import Any
 #: Jobs drained by the worker (over JOBS / 10 queues).
 JOBS = 500
 DB_NAME = "watchdog_roundtrips"
+NEW_QUEUE = "enqueue(), new queue, own transaction"
+EXISTING_QUEUE = "enqueue(), existing queue with queued jobs"
+
+
+def enqueued_id(label: str, index: int) -> str:
+    return f"{'new' if label == NEW_QUEUE else 'existing'}:{index}"
 
 
 class Tally:
@@ -176,7 +183,7 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(db: str, jobs: int) -> list[str]:
+def measure(db: str, jobs: int, idle: float) -> list[str]:
     from django.core.management import call_command
     from django.db import transaction
 
@@ -213,14 +220,24 @@ def measure(db: str, jobs: int) -> list[str]:
         # Enqueued into a lane the worker does not serve: they stay queued.
         wd.enqueue("warm", queue="warm", lane="enqueued")  # connect, fill caches
         for label, queue_of in (
-            ("enqueue(), new queue, own transaction", lambda i: f"new{i}"),
-            ("enqueue(), existing queue with queued jobs", lambda i: "warm"),
+            (NEW_QUEUE, lambda i: f"new{i}"),
+            (EXISTING_QUEUE, lambda i: "warm"),
         ):
             tally.clear()
             for i in range(50):
                 with transaction.atomic():
-                    wd.enqueue(f"{label[:20]}{i}", queue=queue_of(i), lane="enqueued")
+                    wd.enqueue(enqueued_id(label, i), queue=queue_of(i), lane="enqueued")
             row(label, 50)
+        indexes = (
+            index_entries(
+                {
+                    "into a new queue (its head, ready)": enqueued_id(NEW_QUEUE, 0),
+                    "behind queued jobs (not ready)": enqueued_id(EXISTING_QUEUE, 0),
+                }
+            )
+            if db == "postgres"
+            else []
+        )
         wd.enqueue_many(
             {"job_id": f"j{i}", "queue": f"q{i % (jobs // 10)}", "lane": "bench"}
             for i in range(jobs)
@@ -232,6 +249,11 @@ def measure(db: str, jobs: int) -> list[str]:
         for thread in sorted({t for (t, _, _) in tally.counts}):
             row("drain, default worker (per job)", jobs, thread)
         row("drain, default worker (per job)", jobs)
+        if idle:
+            idle_worker(idle, tally)
+            for thread in sorted({t for (t, _, _) in tally.counts}):
+                row(f"idle worker (per second, over {idle:.0f} s)", round(idle), thread)
+    lines += indexes
     lines += [
         "",
         f"worker CPU (user+system, all threads): {cpu / jobs * 1000:.2f} ms per job; "
@@ -240,13 +262,83 @@ def measure(db: str, jobs: int) -> list[str]:
     return lines
 
 
+#: Each index of the job table with its partial predicate (``TRUE`` for a full index).
+INDEX_PREDICATES = """
+SELECT c.relname, coalesce(pg_get_expr(i.indpred, i.indrelid), 'TRUE')
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid = 'watchdog_job'::regclass ORDER BY c.relname
+"""
+
+
+def index_entries(job_ids: dict[str, str]) -> list[str]:
+    """PostgreSQL: the indexes each job (label -> job_id) has an entry in, which is the index
+    maintenance its insert paid (a partial index whose predicate the row fails costs nothing)."""
+    from django.db import connection
+
+    lines = [
+        "",
+        "| enqueued job | index entries | of | indexes it entered |",
+        "|---|---:|---:|---|",
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(INDEX_PREDICATES)
+        indexes = cursor.fetchall()
+        for label, job_id in job_ids.items():
+            entered = []
+            for name, predicate in indexes:
+                cursor.execute(
+                    f"SELECT 1 FROM watchdog_job WHERE job_id = %s AND ({predicate})",  # noqa: S608
+                    [job_id],
+                )
+                if cursor.fetchone():
+                    entered.append(name.removeprefix("watchdog_job_"))
+            lines.append(f"| {label} | {len(entered)} | {len(indexes)} | {', '.join(entered)} |")
+    return lines
+
+
+def idle_worker(seconds: float, tally: Tally) -> None:
+    """Run a worker with no work, count ``seconds`` of it from 2 s after it started, then
+    stop it with SIGTERM."""
+    from django.core.management import call_command
+
+    def count_then_stop() -> None:
+        time.sleep(2.0)  # start-up work (registration, a first recovery pass) is not idling
+        tally.clear()
+        time.sleep(seconds)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def start_counting() -> None:
+        threading.Thread(target=count_then_stop, daemon=True).start()
+
+    from django_watchdog.engine import events
+
+    started = False
+    log = events.log
+
+    def watching(level: int, event: str, **fields: Any) -> None:
+        nonlocal started
+        if event == "worker_started" and not started:
+            started = True
+            start_counting()
+        log(level, event, **fields)
+
+    events.log = watching  # type: ignore[assignment]
+    try:
+        call_command("watchdog_worker", "--lane", "bench", verbosity=0)
+    finally:
+        events.log = log  # type: ignore[assignment]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("db", choices=("postgres", "sqlite"))
     parser.add_argument("--jobs", type=int, default=JOBS)
+    parser.add_argument(
+        "--idle", type=float, default=10.0, help="seconds an idle worker is counted (0: skip)"
+    )
     options = parser.parse_args()
     setup(options.db)
-    print("\n".join(measure(options.db, options.jobs)))
+    print("\n".join(measure(options.db, options.jobs, options.idle)))
     sys.stdout.flush()
 
 
