@@ -72,6 +72,14 @@ class Sizes:
 
 DEFAULT = Sizes(500, 2000, 1000, 100, 100, 99_000, 1_000_000, 1000, 100, 2000)
 QUICK = Sizes(100, 300, 200, 20, 20, 9_900, 100_000, 200, 20, 300)
+#: ``--at-scale``: the flatness workload with 1,000,000 queued jobs (990,000 behind one busy
+#: queue, 10,000 drained over 1,000 queues) and 10,000,000 settled rows, built with bulk SQL.
+AT_SCALE = {
+    "flat_queued": 990_000,
+    "flat_settled": 10_000_000,
+    "flat_drain": 10_000,
+    "flat_queues": 1_000,
+}
 #: The settled feed workload: page size (a consumer's batch) and reads of an idle feed.
 FEED_PAGE = 100
 FEED_IDLE_READS = 500
@@ -318,6 +326,8 @@ class Bench:
                     "drain_queues": max(1, args.jobs // 10),
                 }
             )
+        if args.at_scale:
+            self.sizes = Sizes(**{**self.sizes.__dict__, **AT_SCALE})
         self.repeat = args.repeat
         self.procs = (1, 2) if args.quick else WORKER_PROCS
         self.only = args.only
@@ -485,7 +495,9 @@ class Bench:
             self.logs,
             extra=["--lane", "bench-sleep", "--shutdown-grace", "1"],
         ) as sleeper:
-            drive(system, db, "flat_busy", stamps.path, hold=1800)
+            #: Building the rows takes about a second per 5,000 on 2 busy cores (at scale: ~40 min).
+            build = (sizes.flat_queued + sizes.flat_settled) / 5_000
+            drive(system, db, "flat_busy", stamps.path, hold=1800 + build)
             log(
                 f"  generating {sizes.flat_queued:,} queued behind one busy queue and "
                 f"{sizes.flat_settled:,} settled rows ({db})"
@@ -495,6 +507,7 @@ class Bench:
                 db,
                 "flat_fill",
                 stamps.path,
+                timeout=600 + build,
                 queued=sizes.flat_queued,
                 settled=sizes.flat_settled,
             )
@@ -793,6 +806,12 @@ def main() -> None:
         "--workloads",
         default=",".join(WORKLOADS),
         help=f"comma-separated subset of {','.join(WORKLOADS)} (default: all)",
+    )
+    parser.add_argument(
+        "--at-scale",
+        action="store_true",
+        help="flatness with 1,000,000 queued and 10,000,000 settled rows (long: use with "
+        "--workloads flatness --db postgres)",
     )
     parser.add_argument("--no-charts", action="store_true")
     parser.add_argument(
