@@ -495,7 +495,7 @@ class Bench:
             self.logs,
             extra=["--lane", "bench-sleep", "--shutdown-grace", "1"],
         ) as sleeper:
-            #: Building the rows takes about a second per 5,000 on 2 busy cores (at scale: ~40 min).
+            # Building the rows takes about a second per 5,000 on 2 busy cores (at scale: ~40 min).
             build = (sizes.flat_queued + sizes.flat_settled) / 5_000
             drive(system, db, "flat_busy", stamps.path, hold=1800 + build)
             log(
