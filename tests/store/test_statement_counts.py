@@ -82,19 +82,15 @@ def test_a_busy_default_worker_settles_and_claims_the_next_job_in_one_transactio
     assert commits(sent) == 1
 
 
-def test_an_enqueue_into_a_new_queue_is_one_insert() -> None:
-    budget = _budget(ENQUEUE_NEW_QUEUE)
-    wd.enqueue("warm", queue="warm")
+@pytest.mark.parametrize(
+    ("queue", "budget"),
+    [("fresh", ENQUEUE_NEW_QUEUE), ("busy", ENQUEUE_EXISTING_QUEUE)],
+    ids=["into a new queue", "into a queue with queued jobs"],
+)
+def test_one_enqueue_in_its_own_transaction(queue: str, budget: dict[str, int]) -> None:
+    expected = _budget(budget)
+    wd.enqueue("earlier", queue="busy")  # a queue with a queued job; "fresh" does not exist
     with exchanges() as sent, transaction.atomic():
-        assert wd.enqueue("a", queue="fresh").status == "queued"
-    assert len(sent) == budget, sent
-    assert commits(sent) == 1
-
-
-def test_an_enqueue_into_a_queue_with_queued_jobs_adds_one_statement() -> None:
-    budget = _budget(ENQUEUE_EXISTING_QUEUE)
-    wd.enqueue("first", queue="busy")
-    with exchanges() as sent, transaction.atomic():
-        assert wd.enqueue("second", queue="busy").status == "queued"
-    assert len(sent) == budget, sent
+        assert wd.enqueue("new", queue=queue).status == "queued"
+    assert len(sent) == expected, sent
     assert commits(sent) == 1
