@@ -94,13 +94,25 @@ class SqliteWaker(Waker):
                 last = version
                 if changes is None or time.monotonic() < polling_until:
                     self._stopped.wait(SQLITE_CHECK_INTERVAL)
-                elif changes.wait(SQLITE_IDLE_CHECK):
+                elif self._sleep_until_written(changes):
                     polling_until = time.monotonic() + SQLITE_AFTER_WRITE
         finally:
             self._changes = None
             if changes is not None:
                 changes.close()
             connections[self.using].close()
+
+    def _sleep_until_written(self, changes: FileChanges) -> bool:
+        """Sleep until the database's files are written (``True``), SQLITE_IDLE_CHECK
+        passes or the waker stops; writes to other files in their directory do not end it."""
+        deadline = time.monotonic() + SQLITE_IDLE_CHECK
+        while not self._stopped.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if changes.wait(remaining):
+                return True
+        return False
 
 
 class PostgresWaker(Waker):
