@@ -5,10 +5,10 @@ Every figure comes from a fixed number of bounded queries, whatever the table ho
 - Throughput counts the settled jobs of the last day among the newest ``SCAN_JOBS`` jobs by
   primary key (a range scan of the primary key, never the whole table; ``settled_at`` has no
   index of its own). A job enqueued before that window but settled inside it is not counted;
-  ``Activity.scan_cut`` says when the window was cut.
+  ``Activity.scan_cut`` says when the window left older jobs out.
 - Backlog is counted with GROUP BY over the pending rows (the partial index
   ``watchdog_job_lane_pending``), the oldest ready job over the ready rows (at most one per
-  queue, plus queued jobs with a recorded cancellation).
+  queue, plus queued jobs with a recorded cancellation), its age on the database's clock.
 - Workers are the live ones (``engine.liveness.alive``, as ``watchdog status`` and recovery
   judge them), their running jobs counted
   over the running rows (``watchdog_job_running``).
@@ -27,6 +27,7 @@ from django.db.models.functions import TruncHour, TruncMinute
 from django.db.models.functions.datetime import TruncBase
 
 from ..domain.states import PENDING_STATES, Outcome, State
+from ..store.clock import SecondsSince
 from .workers import WorkerRow, registered
 
 if TYPE_CHECKING:
@@ -100,8 +101,8 @@ def collect(using: str, *, now: datetime) -> Activity:
     from ..models import Job
 
     jobs = Job.objects.using(using).order_by()
-    newest = jobs.aggregate(last=Max("pk"))["last"]
-    first_id = max(1, (newest or 0) - SCAN_JOBS + 1)
+    ends = jobs.aggregate(first=Min("pk"), last=Max("pk"))
+    first_id = max(1, (ends["last"] or 0) - SCAN_JOBS + 1)
     hour_start = _floor(now, HOUR_STEP) - HOUR_STEP * (HOUR_BUCKETS - 1)
     day_start = _floor(now, DAY_STEP) - DAY_STEP * (DAY_BUCKETS - 1)
     recent = jobs.filter(pk__gte=first_id, state=State.SETTLED)
@@ -117,9 +118,7 @@ def collect(using: str, *, now: datetime) -> Activity:
             queued=backlog[lane].get(State.QUEUED.value, 0),
             running=backlog[lane].get(State.RUNNING.value, 0),
             ready=backlog[lane].get("ready", 0),
-            oldest_ready_age_s=(
-                None if lane not in oldest else max(0.0, (now - oldest[lane]).total_seconds())
-            ),
+            oldest_ready_age_s=oldest.get(lane),
             live_workers=sum(1 for w in workers if w.serves(lane)),
         )
         for lane in sorted(set(hour) | set(day) | set(backlog))
@@ -131,7 +130,8 @@ def collect(using: str, *, now: datetime) -> Activity:
         lanes=lanes,
         workers=workers[:WORKERS_SHOWN],
         live_workers=len(workers),
-        scan_cut=first_id > 1,
+        # Cut only when older jobs were left out, wherever the id sequence stands.
+        scan_cut=ends["first"] is not None and ends["first"] < first_id,
         scanned_from_id=first_id,
     )
 
@@ -158,8 +158,10 @@ def _settled_by_lane(recent: QuerySet[Job], *, since: datetime, trunc: TruncBase
 
 def backlog_by_lane(
     jobs: QuerySet[Job],
-) -> tuple[dict[str, dict[str, int]], dict[str, datetime]]:
-    """Per lane, queued / running / ready counts, and the oldest ready job's enqueue time."""
+) -> tuple[dict[str, dict[str, int]], dict[str, float]]:
+    """Per lane, queued / running / ready counts, and how long its oldest ready job has
+    waited, in seconds on the database's clock (the one that stamped ``enqueued_at``), so a
+    host clock that differs from the database's adds or removes nothing."""
     backlog: dict[str, dict[str, int]] = defaultdict(dict)
     for lane, state, n in (
         jobs.filter(state__in=PENDING_STATES)
@@ -168,16 +170,16 @@ def backlog_by_lane(
         .values_list("lane", "state", "n")
     ):
         backlog[lane][state] = n
-    oldest: dict[str, datetime] = {}
-    for lane, n, first in (
+    oldest_age_s: dict[str, float] = {}
+    for lane, n, waited_s in (
         jobs.filter(state=State.QUEUED, ready=True)
         .values("lane")
-        .annotate(n=Count("pk"), first=Min("enqueued_at"))
-        .values_list("lane", "n", "first")
+        .annotate(n=Count("pk"), waited_s=SecondsSince(Min("enqueued_at")))
+        .values_list("lane", "n", "waited_s")
     ):
         backlog[lane]["ready"] = n
-        oldest[lane] = first
-    return backlog, oldest
+        oldest_age_s[lane] = max(0.0, waited_s)
+    return backlog, oldest_age_s
 
 
 def live_workers(using: str) -> list[WorkerRow]:

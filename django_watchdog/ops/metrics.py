@@ -83,9 +83,7 @@ def read(using: str, *, now: datetime) -> MetricsSnapshot:
             queued=backlog.get(lane, {}).get(State.QUEUED.value, 0),
             ready=backlog.get(lane, {}).get("ready", 0),
             running=backlog.get(lane, {}).get(State.RUNNING.value, 0),
-            oldest_ready_age_s=(
-                None if lane not in oldest else max(0.0, (now - oldest[lane]).total_seconds())
-            ),
+            oldest_ready_age_s=oldest.get(lane),
             live_workers=sum(1 for w in workers if w.serves(lane)),
             settled=settled.get(lane, {}),
         )

@@ -1,6 +1,7 @@
 """``manage.py watchdog status``: lanes, queues, workers and counts, cheap on big tables.
 
-Pending work is counted exactly with GROUP BY over the pending rows (their partial indexes);
+Pending work is counted exactly with GROUP BY over the pending rows (their partial indexes),
+the oldest ready job aged on the database's clock (which stamped it), as the dashboard does;
 settled jobs, which may be millions, are never counted in full: PostgreSQL gives the
 planner's estimate, other databases an exact count capped at ``SETTLED_COUNT_CAP``.
 """
@@ -12,11 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Q
 
 from ..domain.states import PENDING_STATES, State
 from ..engine.housekeeping import retention
 from ..store import estimates
+from .activity import backlog_by_lane
 from .tables import ago, table
 from .workers import WorkerRow, registered
 
@@ -81,19 +83,11 @@ def collect(using: str, *, now: datetime) -> Status:
 
     jobs = Job.objects.using(using).order_by()
     pending = jobs.filter(state__in=PENDING_STATES)
-    counts = {State.QUEUED.value: 0, State.RUNNING.value: 0}
-    lanes: dict[str, dict[str, Any]] = {}
-    for row in pending.values("lane", "state").annotate(n=Count("pk")):
-        counts[row["state"]] += row["n"]
-        lanes.setdefault(row["lane"], {})[row["state"]] = row["n"]
-    oldest: datetime | None = None
-    for ready in (
-        jobs.filter(state=State.QUEUED, ready=True)
-        .values("lane")
-        .annotate(n=Count("pk"), first=Min("enqueued_at"))
-    ):
-        lanes.setdefault(ready["lane"], {}).update(ready=ready["n"], first=ready["first"])
-        oldest = ready["first"] if oldest is None else min(oldest, ready["first"])
+    lanes, oldest_age_s = backlog_by_lane(jobs)
+    counts = {
+        state: sum(by_state.get(state, 0) for by_state in lanes.values())
+        for state in (State.QUEUED.value, State.RUNNING.value)
+    }
     settled, exact = _settled_count(jobs.filter(state=State.SETTLED))
     counts[State.SETTLED.value] = settled
 
@@ -113,14 +107,14 @@ def collect(using: str, *, now: datetime) -> Status:
         at=now.isoformat(),
         counts=counts,
         settled_count_exact=exact,
-        oldest_ready_age_s=_age(now, oldest),
+        oldest_ready_age_s=max(oldest_age_s.values(), default=None),
         lanes=[
             LaneRow(
                 lane=lane,
                 queued=values.get(State.QUEUED.value, 0),
                 running=values.get(State.RUNNING.value, 0),
                 ready=values.get("ready", 0),
-                oldest_ready_age_s=_age(now, values.get("first")),
+                oldest_ready_age_s=oldest_age_s.get(lane),
                 workers=[w.worker_id for w in workers if w.alive and w.serves(lane)],
             )
             for lane, values in sorted(lanes.items())
@@ -168,10 +162,6 @@ def _schedules(using: str, now: datetime) -> list[ScheduleRow]:
             )
         )
     return rows
-
-
-def _age(now: datetime, moment: datetime | None) -> float | None:
-    return None if moment is None else max(0.0, (now - moment).total_seconds())
 
 
 def render(status: Status) -> str:

@@ -13,7 +13,7 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog.admin import charts
 from django_watchdog.domain.values import Decision
-from django_watchdog.models import Worker
+from django_watchdog.models import Job, Worker
 from django_watchdog.ops import activity
 from django_watchdog.ops.activity import Bucket
 from django_watchdog.store.store import Store
@@ -21,7 +21,7 @@ from django_watchdog.store.store import Store
 pytestmark = pytest.mark.django_db
 
 DASHBOARD = "admin:django_watchdog_dashboard"
-#: The dashboard's own queries: newest id, the hour, the day, backlog, ready, workers, running.
+#: The dashboard's own queries: id range, the hour, the day, backlog, ready, workers, running.
 DASHBOARD_QUERIES = 7
 
 
@@ -172,6 +172,25 @@ def test_collect_reads_the_newest_jobs_only(monkeypatch):
     snapshot = activity.collect("default", now=timezone.now())
     assert snapshot.scan_cut
     assert activity.total(snapshot.day).completed == 2
+
+
+def test_the_oldest_ready_job_is_aged_on_the_db_clock():
+    """The database stamped the enqueue time: a host clock an hour ahead adds nothing."""
+    wd.enqueue("j", queue="q", lane="mail")
+    snapshot = activity.collect("default", now=timezone.now() + timedelta(hours=1))
+    [lane] = snapshot.lanes
+    assert lane.oldest_ready_age_s is not None and 0 <= lane.oldest_ready_age_s < 600
+
+
+def test_ids_far_above_one_are_not_a_cut():
+    """Only older jobs left out make a cut, not where the id sequence stands (a database
+    that has held many jobs, all pruned, starts far above 1), as the metrics judge it."""
+    wd.enqueue("j", queue="q")
+    run("j", Decision.completed())
+    Job.objects.filter(job_id="j").update(id=activity.SCAN_JOBS * 3)
+    snapshot = activity.collect("default", now=timezone.now())
+    assert not snapshot.scan_cut
+    assert activity.total(snapshot.day).completed == 1
 
 
 def test_workers_are_judged_live_as_status_and_recovery_judge_them(admin_client):

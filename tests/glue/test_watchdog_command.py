@@ -111,6 +111,18 @@ def test_status_judges_this_hosts_workers_by_their_process_and_ages_on_the_db_cl
     assert workers["w-exited"]["heartbeat_age_s"] < 60
 
 
+def test_status_ages_the_oldest_ready_job_on_the_db_clock(monkeypatch):
+    """The database stamped the job's enqueue time: a host clock an hour ahead of it adds
+    nothing to the job's wait (as heartbeat ages, and recovery, use the database's clock)."""
+    wd.enqueue("a1", queue="qa", lane="mail")
+    ahead = timezone.now() + timedelta(hours=1)
+    monkeypatch.setattr(timezone, "now", lambda: ahead)
+    data = json.loads(watchdog("status", "--json"))
+    assert 0 <= data["oldest_ready_age_s"] < 600
+    [lane] = data["lanes"]
+    assert 0 <= lane["oldest_ready_age_s"] < 600
+
+
 def test_status_table_is_readable():
     wd.enqueue("a1", queue="qa", lane="mail")
     register_worker("w-1")
