@@ -20,9 +20,45 @@ def clean_handlers():
     handlers._registry.update(saved)
 
 
+#: Markers of tests that reach the database under test, with or without a fixture for it.
+REACHES_THE_DATABASE = (
+    "django_db",
+    "every_database",
+    "acceptance",
+    "faults",
+    "postgres_only",
+    "mariadb_only",
+    "pgbouncer_only",
+)
+#: Fixtures that set up the test database (each test database fixture depends on this one).
+DATABASE_FIXTURE = "django_db_setup"
+
+
+def uses_the_database(item: pytest.Item) -> bool:
+    """Whether ``item`` may behave differently from one database to another: it asks for
+    the database (a mark, a fixture, a Django ``TransactionTestCase``), runs real workers,
+    or is marked ``every_database`` (it reaches the database from a subprocess). Every other
+    test is refused the database by pytest-django, so its verdict cannot depend on it."""
+    from django.test import TransactionTestCase
+
+    if any(item.get_closest_marker(name) is not None for name in REACHES_THE_DATABASE):
+        return True
+    if DATABASE_FIXTURE in getattr(item, "fixturenames", ()):
+        return True
+    cls = getattr(item, "cls", None)
+    return cls is not None and issubclass(cls, TransactionTestCase)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip ``postgres_only``, ``mariadb_only`` and ``pgbouncer_only`` tests elsewhere."""
+    """Mark the tests that do not use the database ``database_free`` (scripts/test runs
+    them once, on SQLite: ``-m database_free``, then ``-m "not database_free"`` on each
+    database); skip ``postgres_only``, ``mariadb_only`` and ``pgbouncer_only`` tests
+    elsewhere."""
     from django.db import connection
+
+    for item in items:
+        if not uses_the_database(item):
+            item.add_marker(pytest.mark.database_free)
 
     only = {
         "postgres_only": ("postgresql", "needs PostgreSQL (WATCHDOG_TEST_DB=postgres)"),

@@ -47,6 +47,7 @@ INNER = textwrap.dedent(
 )
 
 
+@pytest.mark.every_database  # the inner pytest runs on the database under test
 def test_the_worker_command_in_a_testcase_raises_naming_the_fix(tmp_path):
     inner = tmp_path / "test_inner.py"
     inner.write_text(INNER)
