@@ -9,7 +9,6 @@ generate). The figures in the project notes come from a run with 1,000,000 rows:
 
 import os
 import re
-import statistics
 import time
 
 import pytest
@@ -17,13 +16,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from tests.glue.page_budget import fastest
+
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres_only]
 
 ROWS = int(os.environ.get("WATCHDOG_ADMIN_SCALE_ROWS", "200000"))
 #: The newest jobs are queued (the first of each of the 50,000 queues ready to claim).
 QUEUED = int(os.environ.get("WATCHDOG_ADMIN_SCALE_QUEUED", "2000"))
-#: A page of the admin must render within this many seconds, even on a busy CI machine.
-PAGE_BUDGET = 3.0
 
 # One statement: settled jobs over 50,000 queues and four lanes (1 in 50 failed, 1 in 500
 # cancelled), the newest QUEUED queued (the oldest 50,000 of them ready), and 20 running in
@@ -71,21 +70,22 @@ SELECT DISTINCT queue, now() FROM watchdog_job ON CONFLICT DO NOTHING
 WHOLE_TABLE_COUNT = re.compile(r'SELECT COUNT\(\*\) AS "__count" FROM "watchdog_job"', re.I)
 
 
-def timed(client, url, repeat=5):
-    """Median seconds to render ``url``, and the queries of one rendering."""
+def timed(client, url):
+    """The fastest of five renderings of ``url`` in seconds, its budget (``page_budget``),
+    and the queries of one rendering."""
     client.get(url)  # warm caches and the session
-    seconds = []
-    for _ in range(repeat):
-        start = time.perf_counter()
+
+    def render():
         response = client.get(url)
-        seconds.append(time.perf_counter() - start)
         assert response.status_code == 200, url
+
+    seconds, budget = fastest(render)
     with CaptureQueriesContext(connection) as queries:
         client.get(url)
     if os.environ.get("WATCHDOG_ADMIN_SCALE_PROFILE"):
         for q in sorted(queries.captured_queries, key=lambda q: -float(q["time"]))[:4]:
             print(f"   {q['time']}s {q['sql'][:300]}")
-    return statistics.median(seconds), [q["sql"] for q in queries.captured_queries]
+    return seconds, budget, [q["sql"] for q in queries.captured_queries]
 
 
 def generate():
@@ -122,8 +122,8 @@ def test_job_admin_on_a_large_table(admin_client):
     }
     report = [f"{ROWS:,} job rows ({QUEUED:,} queued) generated in {generated:.1f}s"]
     for name, url in pages.items():
-        seconds, queries = timed(admin_client, url)
+        seconds, budget, queries = timed(admin_client, url)
         report.append(f"{name:28} {seconds * 1000:8.1f} ms  ({len(queries)} queries)")
         assert not [q for q in queries if WHOLE_TABLE_COUNT.search(q)], name
-        assert seconds < PAGE_BUDGET, f"{name}: {seconds:.2f}s"
+        assert seconds < budget, f"{name}: {seconds:.2f}s, budget {budget:.1f}s"
     print("\n" + "\n".join(report))
