@@ -48,18 +48,34 @@ def test_cut_connections_lose_nothing_and_run_nothing_twice(spawn_worker, runs):
     assert "store_unavailable" in worker.output() or "wake_unavailable" in worker.output()
 
 
+#: The worker's poll interval here: only a wake-up starts a job much sooner than this.
+LONG_POLL = 60
+
+
 def _wake_latencies(spawn_worker, runs, samples):
-    worker = spawn_worker("--concurrency", "1")
-    wd.enqueue("warm-up", queue="warm", lane="t-record")
-    wait_until(lambda: runs.starts("warm-up"), message="the worker to be ready")
+    worker = spawn_worker("--concurrency", "1", "--poll-interval", str(LONG_POLL))
+    previous = "warm-up"
+    wd.enqueue(previous, queue="warm", lane="t-record")
     latencies = []
     for n in range(samples):
-        time.sleep(0.05)  # let the worker go idle again
+        # Idle again: the previous job is settled, and the claim that followed its settle
+        # (in the same transaction) found nothing.
+        wait_until(
+            lambda previous=previous: wd.get_job(previous).state == "settled",
+            timeout=LONG_POLL / 2,
+            message=f"{previous} to settle",
+        )
         committed = time.time()
         wd.enqueue(f"w{n}", queue=f"w{n}", lane="t-record")  # autocommit: committed on return
         committed = (committed + time.time()) / 2
-        start = wait_until(lambda n=n: runs.starts(f"w{n}"), timeout=10, interval=0.001)
+        start = wait_until(
+            lambda n=n: runs.starts(f"w{n}"),
+            timeout=LONG_POLL / 2,
+            interval=0.001,
+            message=f"a wake-up to start w{n} (the poll is {LONG_POLL} s)",
+        )
         latencies.append((start[0]["time"] - committed) * 1000)
+        previous = f"w{n}"
     worker.signal(15)
     worker.wait()
     return latencies
@@ -72,5 +88,7 @@ def test_an_idle_worker_starts_a_fresh_job_quickly(spawn_worker, runs):
         f"\nwake latency on {connection.vendor}: p50 {median:.1f} ms, "
         f"max {max(latencies):.1f} ms over {len(latencies)} jobs"
     )
-    # The figure is printed; the bound only catches a worker that ignores wake-ups.
-    assert median < 400
+    # The figure is printed; the bound only catches a worker that ignores wake-ups (each
+    # job was started well within the poll interval, by its wake-up), however busy the
+    # machine: a loaded one takes longer to be woken, not a minute.
+    assert median < LONG_POLL * 1000 / 2

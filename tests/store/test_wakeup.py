@@ -4,15 +4,40 @@ no free slot is not polled for (its job thread claims on by itself)."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from django.db import connection
 
 import django_watchdog as wd
-from django_watchdog.engine.wakeup import SQLITE_CHECK_INTERVAL, SqliteWaker
+from django_watchdog.engine.wakeup import SqliteWaker
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+class FreeSlot:
+    """The waker's question "is a slot free?", with the answer the test sets, counting how
+    often it is asked: the waker asks once a round, before it reads the data version, so
+    two more questions mean a whole round began and ended."""
+
+    def __init__(self) -> None:
+        self.free = threading.Event()
+        self._asked = 0
+        self._changed = threading.Condition()
+
+    def __call__(self) -> bool:
+        with self._changed:
+            self._asked += 1
+            self._changed.notify_all()
+        return self.free.is_set()
+
+    def let_it_poll(self) -> None:
+        """Until the waker has gone round once more, from question to question (it waits
+        SQLITE_CHECK_INTERVAL between rounds), with a generous deadline."""
+        with self._changed:
+            target = self._asked + 2
+            assert self._changed.wait_for(lambda: self._asked >= target, timeout=60), (
+                "the waker stopped going round"
+            )
 
 
 @pytest.fixture
@@ -21,9 +46,9 @@ def waker_of():
         pytest.skip("the SQLite waker")
     started: list[SqliteWaker] = []
 
-    def start(wanted: threading.Event) -> tuple[SqliteWaker, threading.Event]:
+    def start(slot: FreeSlot) -> tuple[SqliteWaker, threading.Event]:
         woken = threading.Event()
-        waker = SqliteWaker("default", woken, wanted.is_set)
+        waker = SqliteWaker("default", woken, slot)
         waker.start()
         started.append(waker)
         return waker, woken
@@ -33,29 +58,24 @@ def waker_of():
         waker.stop()
 
 
-def _let_it_poll() -> None:
-    """Let the waker's loop go round a few times (it polls every SQLITE_CHECK_INTERVAL)."""
-    time.sleep(SQLITE_CHECK_INTERVAL * 10)
-
-
 def test_a_commit_wakes_an_idle_worker(waker_of) -> None:
-    wanted = threading.Event()
-    wanted.set()
-    _, woken = waker_of(wanted)
-    _let_it_poll()  # it has read the version once
+    slot = FreeSlot()
+    slot.free.set()
+    _, woken = waker_of(slot)
+    slot.let_it_poll()  # it has read the version once
     wd.enqueue("a", queue="q")
-    assert woken.wait(5), "the commit did not wake the worker"
+    assert woken.wait(30), "the commit did not wake the worker"
 
 
 def test_a_busy_worker_is_not_woken_until_a_slot_frees(waker_of) -> None:
-    wanted = threading.Event()
-    wanted.set()
-    _, woken = waker_of(wanted)
-    _let_it_poll()
-    wanted.clear()  # every slot busy
-    _let_it_poll()
+    slot = FreeSlot()
+    slot.free.set()
+    _, woken = waker_of(slot)
+    slot.let_it_poll()
+    slot.free.clear()  # every slot busy
+    slot.let_it_poll()
     wd.enqueue("a", queue="q")
-    _let_it_poll()
+    slot.let_it_poll()
     assert not woken.is_set(), "a worker with no free slot was woken"
-    wanted.set()  # a slot frees: the commit made meanwhile is noticed
-    assert woken.wait(5), "the commit made while busy was never noticed"
+    slot.free.set()  # a slot frees: the commit made meanwhile is noticed
+    assert woken.wait(30), "the commit made while busy was never noticed"
