@@ -14,20 +14,20 @@ pytestmark = [
 ]
 
 #: Far longer than a wake-up takes: a job started sooner was woken, not polled for.
-LONG_POLL = "30"
+LONG_POLL = "60"
 
 
 def test_a_worker_behind_the_pooler_is_woken_through_the_direct_connection(spawn_worker, runs):
     worker = spawn_worker("--poll-interval", LONG_POLL, "--lane", "t-record")
     wd.enqueue("warm-up", queue="warm", lane="t-record")
     # Settled means the worker's settle-and-claim transaction found nothing after it: the
-    # next job can only reach it by a wake-up (or the 30 s poll).
+    # next job can only reach it by a wake-up (or the 60 s poll).
     wait_until(
         lambda: wd.get_job("warm-up").state == "settled",
         message=f"the warm-up job settled; {worker.output()}",
     )
     wd.enqueue("woken", queue="w", lane="t-record")
-    wait_until(lambda: runs.starts("woken"), timeout=10, message="a wake-up, not the poll")
+    wait_until(lambda: runs.starts("woken"), timeout=30, message="a wake-up, not the poll")
     worker.signal(15)
     assert worker.wait() == 0, worker.output()
 

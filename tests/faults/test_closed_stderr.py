@@ -36,7 +36,7 @@ def test_a_worker_whose_stderr_reader_is_gone_still_stops_on_a_signal(tmp_path, 
         worker.stderr.close()  # a log shipper that went away: writes to stderr now fail
         worker.send_signal(signum)
         try:
-            status = worker.wait(timeout=20)
+            status = worker.wait(timeout=60)
         except subprocess.TimeoutExpired:
             raise AssertionError("the worker ignored the signal") from None
         assert status == 0

@@ -75,7 +75,7 @@ def test_a_stalled_worker_holding_a_queue_lock_costs_the_others_only_that_queue(
         )
         assert {r["pid"] for r in runs.starts()} == {b.pid}
         b.signal(signal.SIGTERM)
-        assert b.wait(timeout=15) == 0, b.output()
+        assert b.wait() == 0, b.output()
         # All along A held stall-q: its claim and its delayed job waited, nothing else did.
         assert wd.get_job("stalled-queue-job").state == "running"
         assert Job.objects.get(job_id="delayed").delayed
@@ -87,7 +87,7 @@ def test_a_stalled_worker_holding_a_queue_lock_costs_the_others_only_that_queue(
         assert job.outcome == "completed", job_id
     assert settled("stalled-queue-job").recovery_count == 1
     a.signal(signal.SIGTERM)
-    assert a.wait(timeout=15) == 0, a.output()
+    assert a.wait() == 0, a.output()
 
     started = [r["job_id"] for r in runs.starts()]
     assert sorted(started) == sorted(
