@@ -51,9 +51,8 @@ def uses_the_database(item: pytest.Item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     """Mark the tests that do not use the database ``database_free`` (scripts/test runs
-    them once, on SQLite: ``-m database_free``, then ``-m "not database_free"`` on each
-    database); skip ``postgres_only``, ``mariadb_only`` and ``pgbouncer_only`` tests
-    elsewhere."""
+    them once, in the SQLite run, and ``-m "not database_free"`` on every other database);
+    skip ``postgres_only``, ``mariadb_only`` and ``pgbouncer_only`` tests elsewhere."""
     from django.db import connection
 
     for item in items:
