@@ -32,15 +32,18 @@ def test_a_delayed_job_blocks_nothing_and_starts_when_due(spawn_worker, runs):
             "later", queue="q", lane="t-record", run_after=timezone.now() + timedelta(hours=1)
         )
         wd.enqueue("now", queue="q", lane="t-record")
-    assert wd.get_job("later").delayed and wd.queue_head("q").job_id == "now"
+        # Read before the commit: once it commits, a worker woken at once may have run "now"
+        # and the queue's head moved on before this line runs.
+        assert wd.get_job("later").delayed and wd.queue_head("q").job_id == "now"
     wait_until(lambda: wd.get_job("now").state == "settled", message="the queue's other job")
     assert wd.get_job("later").delayed, "the delayed job is still waiting: it blocked nothing"
 
     due = timezone.now() + timedelta(seconds=1.0)
     wd.enqueue("soon", queue="q2", lane="t-record", run_after=due)
-    wait_until(
-        lambda: wd.get_job("soon").state == "settled", timeout=40, message="the due job to run"
-    )
+    try:
+        wait_until(lambda: wd.get_job("soon").state == "settled", timeout=40, message="the due job")
+    except AssertionError as late:
+        raise AssertionError(f"{late}; the worker's log:\n{worker.output()}") from None
     _stop(worker)
     soon = runs.starts("soon")[0]
     assert soon["time"] >= due.timestamp()
