@@ -66,6 +66,11 @@ class Job(models.Model):
     rerun_of = models.CharField(max_length=256, null=True, blank=True)
     #: Who asked for the re-run, as ``cancellation_requested_by``.
     rerun_requested_by = models.CharField(max_length=150, null=True, blank=True)
+    #: The trace context the job was enqueued in, as OpenTelemetry's propagators wrote it
+    #: (``{"traceparent": …, "tracestate": …}``); its run's span continues that trace.
+    #: ``None`` when no span was active (``django_watchdog.tracing``). A plain JSON field:
+    #: a value edited into nonsense is ignored, never a reason not to run the job.
+    trace_context = models.JSONField(null=True, blank=True)
 
 
     class Meta:

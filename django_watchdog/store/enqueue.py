@@ -24,7 +24,9 @@ from .dialects import dialect
 class NewJob:
     """A validated enqueue request; ``payload_json`` is its canonical text (what the size cap
     counts). A repeat is a duplicate when the stored payload is the same JSON value
-    (``validation.json_identity``: numbers compare as numbers)."""
+    (``validation.json_identity``: numbers compare as numbers). ``trace_context`` is the
+    enqueuing code's trace context (``django_watchdog.tracing``), stored with the job but
+    no part of its identity: a repeat from another request is still a duplicate."""
 
     job_id: str
     queue: str
@@ -36,6 +38,7 @@ class NewJob:
     run_after: datetime | None = None
     retry: RetryPolicy | None = None
     timeout: float | None = None
+    trace_context: dict[str, str] | None = None
 
     @classmethod
     def parse(
@@ -52,9 +55,11 @@ class NewJob:
         timeout: object = None,
         max_payload_bytes: int | None = None,
         cap_name: str = "WATCHDOG['MAX_PAYLOAD_BYTES']",
+        trace_context: dict[str, str] | None = None,
     ) -> NewJob:
         """Validate an enqueue request; the payload cap is ``WATCHDOG['MAX_PAYLOAD_BYTES']``
-        unless ``max_payload_bytes`` (named ``cap_name`` in the error) replaces it."""
+        unless ``max_payload_bytes`` (named ``cap_name`` in the error) replaces it.
+        ``trace_context`` comes from the tracing glue, not from the caller: kept as given."""
         if max_payload_bytes is None:
             max_payload_bytes = int(setting("MAX_PAYLOAD_BYTES"))
         if retry is not None and not isinstance(retry, RetryPolicy):
@@ -74,6 +79,7 @@ class NewJob:
             run_after=validation.aware_datetime(run_after, "run_after"),
             retry=retry,
             timeout=validation.seconds(timeout, "timeout"),
+            trace_context=trace_context,
         )
 
     @property
@@ -198,6 +204,7 @@ class _Written:
         values[at.run_after] = new.run_after
         values[at.retry_policy] = new.retry.to_json() if new.retry else None
         values[at.timeout] = new.timeout
+        values[at.trace_context] = new.trace_context
         values[at.enqueued_at] = self._stamp(enqueued_at)
         self.jobs[job_id] = rows.written_job(self.using, values)
 

@@ -111,3 +111,33 @@ def test_a_repeat_that_would_have_been_the_head_leaves_the_head_ready():
     assert [r.status for r in results] == ["duplicate"]
     assert Job.objects.get(job_id="low").ready, "still the head: the repeat was not inserted"
     assert Store().claim().job.job_id == "low"
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_the_trace_context_is_written_with_each_job_into_new_and_existing_queues(count):
+    """Every insert statement of each dialect binds it: queues created by the call and
+    queues that existed, one job and many."""
+    from django_watchdog.store.enqueue import NewJob
+
+    context = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+
+    def batch(prefix):
+        return [
+            NewJob.parse(
+                f"{prefix}{n}",
+                queue=f"q{n}",
+                lane="default",
+                priority=0,
+                payload=None,
+                max_recoveries=None,
+                trace_context=context,
+            )
+            for n in range(count)
+        ]
+
+    created = Store().enqueue_many(batch("new"))  # the call creates the queues
+    existing = Store().enqueue_many(batch("more"))  # the queues exist now
+    for result in created + existing:
+        assert result.job.trace_context == context
+    assert [job.trace_context for job in Job.objects.all()] == [context] * (2 * count)
+    assert Store().claim().job.trace_context == context

@@ -148,6 +148,7 @@ class Dialect:
             "run_after": self.param_datetime(new.run_after),
             "retry_policy": self.param_json(new.retry.to_json() if new.retry else None),
             "timeout": new.timeout,
+            "trace_context": self.param_json(new.trace_context),
         }
 
     # spelling

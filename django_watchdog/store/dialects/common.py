@@ -46,6 +46,7 @@ JOB_COLUMNS = (
     "cancellation_requested_by",
     "rerun_of",
     "rerun_requested_by",
+    "trace_context",
 )
 
 

@@ -144,21 +144,22 @@ SELECT settled.*, head.* FROM settled LEFT JOIN head ON TRUE
 # enqueue
 
 #: The jobs of a call as rows ``u``, from one array per column, or for a one-job call from
-#: plain parameters (which psycopg sends faster than ten one-element arrays).
+#: plain parameters (which psycopg sends faster than one-element arrays).
 JOB_ROWS = (
     "AS u(job_id, queue, lane, priority, payload, max_recoveries, delayed, run_after, "
-    "retry_policy, timeout, ordinal)"
+    "retry_policy, timeout, trace_context, ordinal)"
 )
 JOBS_FROM_ARRAYS = f"""unnest(
     %(job_id)s::text[], %(queue)s::text[], %(lane)s::text[], %(priority)s::bigint[],
     %(payload)s::jsonb[], %(max_recoveries)s::bigint[], %(delayed)s::boolean[],
-    %(run_after)s::timestamptz[], %(retry_policy)s::jsonb[], %(timeout)s::double precision[]
+    %(run_after)s::timestamptz[], %(retry_policy)s::jsonb[], %(timeout)s::double precision[],
+    %(trace_context)s::jsonb[]
 ) WITH ORDINALITY {JOB_ROWS}"""
 JOB_FROM_VALUES = f"""(VALUES (
     %(job_id)s::text, %(queue)s::text, %(lane)s::text, %(priority)s::bigint,
     %(payload)s::jsonb, %(max_recoveries)s::bigint, %(delayed)s::boolean,
     %(run_after)s::timestamptz, %(retry_policy)s::jsonb, %(timeout)s::double precision,
-    1::bigint)) {JOB_ROWS}"""
+    %(trace_context)s::jsonb, 1::bigint)) {JOB_ROWS}"""
 QUEUES_FROM_ARRAY = "SELECT unnest(%(queues)s::text[]), %(created_at)s"
 QUEUE_FROM_VALUES = "VALUES (%(queue)s, %(created_at)s)"
 
@@ -170,10 +171,10 @@ def insert_jobs(ready: str, source: str = "input i") -> str:
     INSERT INTO watchdog_job
         (id, position, job_id, queue, lane, priority, payload, max_recoveries, state,
          recovery_count, attempts, ready, delayed, run_after, retry_policy, timeout,
-         enqueued_at)
+         trace_context, enqueued_at)
     SELECT i.id, CASE WHEN i.delayed THEN NULL ELSE i.id END, i.job_id, i.queue, i.lane,
            i.priority, i.payload, i.max_recoveries, 'queued', 0, 0, {ready},
-           i.delayed, i.run_after, i.retry_policy, i.timeout, {NOW}
+           i.delayed, i.run_after, i.retry_policy, i.timeout, i.trace_context, {NOW}
       FROM {source}
      ORDER BY i.id
     ON CONFLICT (job_id) DO NOTHING

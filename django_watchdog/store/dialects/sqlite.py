@@ -98,7 +98,7 @@ def create_queues(count: int) -> str:
 #: others. (``WHERE TRUE`` parses the upsert clause as such after a ``SELECT``.)
 INSERT_JOBS_ROW = (
     "ordinal", "job_id", "queue", "lane", "priority", "payload", "max_recoveries", "delayed",
-    "run_after", "retry_policy", "timeout", "ready",
+    "run_after", "retry_policy", "timeout", "trace_context", "ready",
 )  # fmt: skip
 
 
@@ -107,10 +107,10 @@ def insert_jobs(count: int) -> str:
     return f"""
 INSERT INTO watchdog_job
     (id, position, job_id, queue, lane, priority, payload, max_recoveries, delayed, run_after,
-     retry_policy, timeout, ready, state, recovery_count, attempts, enqueued_at)
+     retry_policy, timeout, trace_context, ready, state, recovery_count, attempts, enqueued_at)
 SELECT last.id + v.n, CASE WHEN v.column8 THEN NULL ELSE last.id + v.n END,
        v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8,
-       v.column9, v.column10, v.column11, v.column12, 'queued', 0, 0, {NOW}
+       v.column9, v.column10, v.column11, v.column12, v.column13, 'queued', 0, 0, {NOW}
   FROM (SELECT row_number() OVER (ORDER BY column1) AS n, *
           FROM (VALUES {values(INSERT_JOBS_ROW, count)})) AS v,
        (SELECT COALESCE(MAX(seq), 0) AS id FROM sqlite_sequence
