@@ -7,6 +7,9 @@ what it did into a decision (``domain.decisions``, the worker's rules and retry 
 and settles it with its claim token. Every write joins the caller's transaction, so inside
 a ``django.test.TestCase`` the jobs see the test's rows and everything rolls back with it.
 
+It sends ``job_started`` and ``job_finished`` as a worker does (the sender is the lane's
+registered handler; ``engine.hooks``).
+
 Not modelled inline: timeouts (the handler runs to its end), heartbeats and recovery (no
 execution disappears), and cancellations recorded while a handler runs (the flag is read
 when the job is claimed).
@@ -15,6 +18,7 @@ when the job is claimed).
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -31,6 +35,7 @@ from ..domain.errors import InvalidInput, WatchdogError
 from ..domain.retries import RetryPolicy
 from ..domain.states import Outcome
 from ..domain.values import Decision
+from ..engine import hooks
 from ..engine.running import RunningJob
 from ..twins import async_twin
 from .runs import JobRun
@@ -103,8 +108,13 @@ def run_jobs(
             runs.append(JobRun.of(claim.job, ran=False))
             continue
         running = RunningJob(claim.job, claim_token=claim.claim_token, worker_id=INLINE_WORKER)
+        hooks.started(running, registry.registered()[running.lane])
+        started = time.monotonic()
         decision, error = _decide(running, retries, store.using)
+        ran = time.monotonic() - started
+        running.error = error
         settled = _settle(store, running, decision)
+        hooks.finished(running, settled.outcome or "retrying", ran)
         runs.append(JobRun.of(settled, exception=error))
         if raise_errors and error is not None and settled.outcome in _RAISED:
             raise error
@@ -156,7 +166,8 @@ def _run_handler(running: RunningJob, using: str) -> tuple[Any, Exception | None
     ``TestCase``'s) it runs in a savepoint that is rolled back only if it raised a database
     error, which would otherwise leave a PostgreSQL transaction unusable.
     """
-    handler = registry.registered()[running.lane]
+    handler = running.handler
+    assert handler is not None, "hooks.started names the handler first"
     if not connections[using].in_atomic_block:
         try:
             return _call(handler, running), None

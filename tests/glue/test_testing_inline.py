@@ -15,14 +15,15 @@ import django_watchdog as watchdog
 from django_watchdog import OutcomeUnknown
 from django_watchdog.domain.errors import InvalidInput
 from django_watchdog.models import Job
-from django_watchdog.signals import queue_changed
+from django_watchdog.signals import job_finished, job_started, queue_changed
 from django_watchdog.testing import (
     TooManyRuns,
     capture_enqueued,
     enqueued_jobs,
     run_jobs,
 )
-from tests.testapp import inline_handlers  # noqa: F401 - registers the i-* lanes
+from django_watchdog.testing.runner import INLINE_WORKER
+from tests.testapp import inline_handlers  # registers the i-* lanes
 from tests.testapp.views import WELCOME_LANE
 
 
@@ -204,3 +205,48 @@ class WhatWasEnqueued(TestCase):
         self.assertEqual([j.job_id for j in captured], [f"welcome:{user.pk}"])
         self.assertEqual(captured[0].payload, {"user": user.pk})
         self.assertEqual(captured[0].state, "queued")  # not run
+
+
+class LifecycleSignalsInline(TestCase):
+    """``run_jobs`` sends ``job_started`` and ``job_finished`` as a worker does: the sender
+    is the registered handler; an unstarted (cancelled) job sends neither."""
+
+    def setUp(self):
+        self.sent = []
+
+        def on_started(sender, job, worker_id, **_):
+            self.sent.append(("started", sender, job.job_id, worker_id))
+
+        def on_finished(sender, job, worker_id, outcome, duration, exception, **_):
+            self.assertGreaterEqual(duration, 0)
+            self.sent.append(("finished", sender, job.job_id, outcome, type(exception).__name__))
+
+        for signal, receiver in ((job_started, on_started), (job_finished, on_finished)):
+            signal.connect(receiver, weak=False)
+            self.addCleanup(signal.disconnect, receiver)
+
+    def test_each_run_sends_job_started_then_job_finished_with_its_outcome(self):
+        enqueue("echo:1", payload="hi")
+        enqueue("mail:1", lane="i-broken")
+        enqueue("flaky:1", lane="i-flaky", payload={"succeed_at": 2})
+        run_jobs()
+        self.assertEqual(
+            self.sent,
+            [
+                ("started", inline_handlers.echo, "echo:1", INLINE_WORKER),
+                ("finished", inline_handlers.echo, "echo:1", "completed", "NoneType"),
+                ("started", inline_handlers.broken, "mail:1", INLINE_WORKER),
+                ("finished", inline_handlers.broken, "mail:1", "failed", "ValueError"),
+                ("started", inline_handlers.flaky, "flaky:1", INLINE_WORKER),
+                ("finished", inline_handlers.flaky, "flaky:1", "retrying", "ConnectionError"),
+                ("started", inline_handlers.flaky, "flaky:1", INLINE_WORKER),
+                ("finished", inline_handlers.flaky, "flaky:1", "completed", "NoneType"),
+            ],
+        )
+
+    def test_a_job_cancelled_before_it_ran_sends_nothing(self):
+        enqueue("echo:1")
+        watchdog.cancel("echo:1")
+        (run,) = run_jobs()
+        self.assertFalse(run.ran)
+        self.assertEqual(self.sent, [])
