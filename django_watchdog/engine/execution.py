@@ -102,7 +102,8 @@ class JobRunner(Runner):
         decision = self.decider.decide(running)
         if decision is None:
             return None
+        ran = self.clock.monotonic() - started  # the handler's time, not the settle's
         claim_next = self.claimer.partition if chain and self.wants_work() else None
         settled, claimed = self.settler.settle(running, decision, claim_next)
-        announce_settle(running, decision, settled, self.clock.monotonic() - started)
+        announce_settle(running, decision, settled, ran)
         return claimed

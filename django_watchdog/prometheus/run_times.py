@@ -1,27 +1,26 @@
-"""``RunTimes``: how long one worker process's handlers ran, measured around each call."""
+"""``RunTimes``: how long one worker process's handlers ran, heard from its lifecycle signals."""
 
 from __future__ import annotations
 
-import functools
-import inspect
-import time
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-from ..handlers import HandlerFunction
+from ..signals import job_finished, job_started
 
 #: Seconds: from a quick job to an hour-long one.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
 
 
 class RunTimes:
-    """Per-process metrics (``watchdog_worker_*``), fed by wrapping the worker's handlers.
+    """Per-process metrics (``watchdog_worker_*``), fed by ``job_started`` and
+    ``job_finished`` once ``connect()``-ed, so the worker runs the handlers as registered
+    (a receiver connected with ``sender=handler`` still hears them).
 
-    A handler call is observed when it returns or raises (``ended="returned"|"raised"``),
-    a retry's each attempt apart; a handler abandoned after its timeout is observed when
-    it finally ends. Each worker process has its own: sum them across workers.
+    A run is observed when its ``job_finished`` is sent (``ended="returned"|"raised"``:
+    whether the handler raised), a retry's each attempt apart, with the handler's run time;
+    a run abandoned after its timeout is observed when the worker gives it up. Each worker
+    process has its own: sum them across workers.
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -38,46 +37,24 @@ class RunTimes:
             ["lane"],
             registry=registry,
         )
+        self._uid = f"django_watchdog.prometheus.run_times.{id(self)}"
 
-    def wrap_all(self, handlers: Mapping[str, HandlerFunction]) -> dict[str, HandlerFunction]:
-        """``handlers`` with every function measured."""
-        return {lane: self.wrap(lane, function) for lane, function in handlers.items()}
+    def connect(self) -> None:
+        """Start measuring this process's runs."""
+        job_started.connect(self._started, weak=False, dispatch_uid=self._uid)
+        job_finished.connect(self._finished, weak=False, dispatch_uid=self._uid)
 
-    def wrap(self, lane: str, function: HandlerFunction) -> HandlerFunction:
-        """``function``, measured under ``lane`` (a coroutine function stays one)."""
-        if inspect.iscoroutinefunction(function):
-            return self._wrap_async(lane, function)
+    def disconnect(self) -> None:
+        """Stop measuring."""
+        job_started.disconnect(dispatch_uid=self._uid)
+        job_finished.disconnect(dispatch_uid=self._uid)
 
-        @functools.wraps(function)
-        def measured(job: Any) -> Any:
-            with _Measure(self, lane):
-                return function(job)
+    def _started(self, sender: Any, *, job: Any, **named: Any) -> None:
+        self.in_progress.labels(job.lane).inc()
 
-        return measured
-
-    def _wrap_async(self, lane: str, function: Callable[[Any], Any]) -> HandlerFunction:
-        @functools.wraps(function)
-        async def measured(job: Any) -> Any:
-            with _Measure(self, lane):
-                return await function(job)
-
-        return measured
-
-
-class _Measure:
-    """Counts a call in progress and observes its duration and how it ended."""
-
-    def __init__(self, run_times: RunTimes, lane: str) -> None:
-        self.run_times = run_times
-        self.lane = lane
-        self.start = 0.0
-
-    def __enter__(self) -> None:
-        self.run_times.in_progress.labels(self.lane).inc()
-        self.start = time.perf_counter()
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        elapsed = time.perf_counter() - self.start
-        self.run_times.in_progress.labels(self.lane).dec()
-        ended = "returned" if kind is None else "raised"
-        self.run_times.seconds.labels(self.lane, ended).observe(elapsed)
+    def _finished(
+        self, sender: Any, *, job: Any, duration: float, exception: Any, **named: Any
+    ) -> None:
+        self.in_progress.labels(job.lane).dec()
+        ended = "returned" if exception is None else "raised"
+        self.seconds.labels(job.lane, ended).observe(duration)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -18,10 +18,13 @@ from ...engine.clock import SystemClock
 from ...engine.housekeeping import Housekeeping
 from ...engine.stopping import stop_on_signals
 from ...engine.worker import WatchdogWorker, WorkerOptions
-from ...handlers import HandlerFunction, registered, registered_options
+from ...handlers import registered, registered_options
 from ...schedules import configured
 from ...store.batches import BATCH_MAX
 from ...store.sessions import configure_worker_connections
+
+if TYPE_CHECKING:
+    from ...prometheus.worker import WorkerMetrics
 
 
 class Command(BaseCommand):
@@ -162,9 +165,6 @@ class Command(BaseCommand):
         self._configure_logging(options["log_level"])
 
         handlers = registered()
-        metrics_line = None
-        if options["metrics_port"] is not None:
-            handlers, metrics_line = self._serve_metrics(handlers, using, options)
         extra = {"worker_id": worker_id} if worker_id else {}
         clock = SystemClock()
         worker = WatchdogWorker(
@@ -190,23 +190,28 @@ class Command(BaseCommand):
                 "@django_watchdog.handler('lane') in <app>/jobs.py "
                 f"(registered: {', '.join(sorted(handlers)) or 'none'})"
             )
+        metrics = None
+        if options["metrics_port"] is not None:
+            metrics = self._serve_metrics(using, options)
         self._banner(worker, using)
-        if metrics_line:
-            self.stdout.write(metrics_line)
+        if metrics is not None:
+            self.stdout.write(f"  metrics:     http://{metrics.address}:{metrics.port}/metrics")
             self.stdout.flush()
         configure_worker_connections(using)
-        with stop_on_signals(worker):
-            code = worker.run()
+        try:
+            with stop_on_signals(worker):
+                code = worker.run()
+        finally:
+            if metrics is not None:
+                metrics.close()
         sys.stdout.flush()
         if worker.abandoned:
             # Job threads that outlived the grace period would keep the process alive.
             logging.shutdown()
             os._exit(code)
 
-    def _serve_metrics(
-        self, handlers: dict[str, HandlerFunction], using: str, options: dict[str, Any]
-    ) -> tuple[dict[str, HandlerFunction], str]:
-        """Start the metrics endpoint; the handlers to run (measured) and the banner line."""
+    def _serve_metrics(self, using: str, options: dict[str, Any]) -> WorkerMetrics:
+        """Start the metrics endpoint, measuring this process's runs."""
         try:
             port = validation.integer(
                 options["metrics_port"], "--metrics-port", minimum=0, maximum=65535
@@ -216,8 +221,7 @@ class Command(BaseCommand):
         try:
             from ...prometheus import worker as worker_metrics
 
-            served = worker_metrics.serve(
-                handlers,
+            return worker_metrics.serve(
                 port=port,
                 address=options["metrics_address"],
                 using=using,
@@ -225,7 +229,6 @@ class Command(BaseCommand):
             )
         except (ImproperlyConfigured, OSError) as error:
             raise CommandError(f"--metrics-port: {error}") from error
-        return served.handlers, f"  metrics:     http://{served.address}:{served.port}/metrics"
 
     def _banner(self, worker: WatchdogWorker, using: str) -> None:
         connection = connections[using]
