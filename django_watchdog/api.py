@@ -13,10 +13,12 @@ from .domain.errors import InvalidInput
 from .domain.retries import RetryPolicy
 from .domain.states import default_cancellation_id
 from .domain.values import CancelResult, EnqueueResult, LaneFailure, QueueHead, SettledRecord
+from .tracing import enqueue_span
 from .twins import async_twin
 
 if TYPE_CHECKING:
     from .models import Job
+    from .store.enqueue import NewJob
     from .store.store import Store
 
 MAX_FEED_LIMIT = 10_000
@@ -64,18 +66,22 @@ def enqueue(
     """
     from .store.enqueue import NewJob
 
-    new = NewJob.parse(
-        job_id,
-        queue=queue,
-        lane=lane,
-        priority=priority,
-        payload=payload,
-        max_recoveries=max_recoveries,
-        run_after=run_after,
-        retry=retry,
-        timeout=timeout,
-    )
-    return _store(using).enqueue(new)
+    with enqueue_span() as span:
+        new = NewJob.parse(
+            job_id,
+            queue=queue,
+            lane=lane,
+            priority=priority,
+            payload=payload,
+            max_recoveries=max_recoveries,
+            run_after=run_after,
+            retry=retry,
+            timeout=timeout,
+            trace_context=span.context,
+        )
+        result = _store(using).enqueue(new)
+        span.enqueued([result])
+        return result
 
 
 ENQUEUE_FIELDS = frozenset(
@@ -103,10 +109,21 @@ def enqueue_many(
     item raises ``InvalidInput`` naming it (``jobs[3].priority``) before anything is
     written; a ``JobConflict`` rolls the whole batch back.
     """
-    from .store.enqueue import NewJob
-
     if isinstance(jobs, Mapping | str | bytes):
         raise InvalidInput("jobs", "must be an iterable of mappings, one per job")
+    with enqueue_span() as span:
+        batch = _parse_many(jobs, span.context)
+        if not batch:
+            return []
+        results = _store(using).enqueue_many(batch)
+        span.enqueued(results)
+        return results
+
+
+def _parse_many(jobs: Iterable[Mapping[str, Any]], context: dict[str, str] | None) -> list[NewJob]:
+    """``enqueue_many``'s items, validated, each with the trace ``context``."""
+    from .store.enqueue import NewJob
+
     batch = []
     for index, item in enumerate(jobs):
         if index >= MAX_BULK:
@@ -125,12 +142,10 @@ def enqueue_many(
             **item,
         }
         try:
-            batch.append(NewJob.parse(arguments.pop("job_id"), **arguments))
+            batch.append(NewJob.parse(arguments.pop("job_id"), trace_context=context, **arguments))
         except InvalidInput as error:
             raise InvalidInput(f"jobs[{index}].{error.field}", error.problem) from error
-    if not batch:
-        return []
-    return _store(using).enqueue_many(batch)
+    return batch
 
 
 def cancel(

@@ -49,6 +49,15 @@ def uses_the_database(item: pytest.Item) -> bool:
     return cls is not None and issubclass(cls, TransactionTestCase)
 
 
+@pytest.fixture
+def spans():
+    """Tracing on for this test, with OpenTelemetry's SDK: ``tests.spans.Spans``."""
+    from tests.spans import tracing_on
+
+    with tracing_on() as found:
+        yield found
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark the tests that do not use the database ``database_free`` (scripts/test runs
     them once, in the SQLite run, and ``-m "not database_free"`` on every other database);

@@ -15,7 +15,7 @@ from ..domain.errors import WatchdogError
 from ..domain.retries import RetryPolicy
 from ..domain.states import Outcome
 from ..domain.values import Decision
-from . import coroutines, events, hooks
+from . import coroutines, events, hooks, tracing
 from .clock import Clock
 from .ports import LaneOptions
 from .running import RunningJob
@@ -57,7 +57,8 @@ class Decider:
         warning = None
         hooks.started(running, handler)
         try:
-            value = coroutines.run_to_end(handler(running), running)
+            with tracing.current(running.span):
+                value = coroutines.run_to_end(handler(running), running)
         except BaseException as error:  # noqa: BLE001 - every failure is the job's outcome
             if not coroutines.stopped(error, running):  # the worker's own cancellation
                 running.error = error

@@ -42,6 +42,8 @@ class RunningJob:
         self.handler: Callable[..., Any] | None = None
         #: What the handler raised, if it raised: the final failure's log line carries it.
         self.error: BaseException | None = None
+        #: The run's OpenTelemetry span while tracing is on (engine/tracing.py), else None.
+        self.span: Any = None
         self._cancel = threading.Event()
         if job.cancellation_id is not None:
             self._cancel.set()

@@ -23,6 +23,7 @@ from .. import api, handlers
 from ..domain import validation
 from ..domain.errors import InvalidInput
 from ..domain.values import EnqueueResult
+from ..tracing import TASK, enqueue_span
 from . import errors, framework, options
 from .framework import (
     BaseTaskBackend,
@@ -149,28 +150,31 @@ class WatchdogBackend(BaseTaskBackend):
             worker_ids=[],
         )
         call = TaskCall.of(task, result)
-        keyed = self._key_queue(call) if queue is None else None
-        from ..store.enqueue import NewJob
+        with enqueue_span(**{TASK: call.path}) as span:
+            keyed = self._key_queue(call) if queue is None else None
+            from ..store.enqueue import NewJob
 
-        cap, cap_name = self.max_payload_bytes
-        new = NewJob.parse(
-            job_id,
-            queue=queue if queue is not None else keyed or private_queue(job_id),
-            lane=lane_of(task.queue_name),
-            priority=to_watchdog_priority(task.priority),
-            payload=call.payload(),
-            max_recoveries=self.max_recoveries,
-            run_after=task.run_after,
-            max_payload_bytes=cap,
-            cap_name=cap_name,
-        )
-        coalesce = (
-            keyed is not None
-            and not chosen_id
-            and task.run_after is None
-            and call.path in options.coalesced(self.options)
-        )
-        enqueued = self._enqueue(new, coalesce=coalesce)
+            cap, cap_name = self.max_payload_bytes
+            new = NewJob.parse(
+                job_id,
+                queue=queue if queue is not None else keyed or private_queue(job_id),
+                lane=lane_of(task.queue_name),
+                priority=to_watchdog_priority(task.priority),
+                payload=call.payload(),
+                max_recoveries=self.max_recoveries,
+                run_after=task.run_after,
+                max_payload_bytes=cap,
+                cap_name=cap_name,
+                trace_context=span.context,
+            )
+            coalesce = (
+                keyed is not None
+                and not chosen_id
+                and task.run_after is None
+                and call.path in options.coalesced(self.options)
+            )
+            enqueued = self._enqueue(new, coalesce=coalesce)
+            span.enqueued([enqueued])
         if enqueued.status == "duplicate":
             return cast("TaskResult[P, R]", result_from_job(enqueued.job, task, call))
         object.__setattr__(result, "enqueued_at", enqueued.job.enqueued_at)

@@ -7,8 +7,8 @@ what it did into a decision (``domain.decisions``, the worker's rules and retry 
 and settles it with its claim token. Every write joins the caller's transaction, so inside
 a ``django.test.TestCase`` the jobs see the test's rows and everything rolls back with it.
 
-It sends ``job_started`` and ``job_finished`` as a worker does (the sender is the lane's
-registered handler; ``engine.hooks``).
+It sends ``job_started`` and ``job_finished`` (the sender is the lane's registered handler)
+and, with tracing on, makes the run's span as a worker does (``engine.hooks``).
 
 Not modelled inline: timeouts (the handler runs to its end), heartbeats and recovery (no
 execution disappears), and cancellations recorded while a handler runs (the flag is read
@@ -35,7 +35,7 @@ from ..domain.errors import InvalidInput, WatchdogError
 from ..domain.retries import RetryPolicy
 from ..domain.states import Outcome
 from ..domain.values import Decision
-from ..engine import hooks
+from ..engine import hooks, tracing
 from ..engine.running import RunningJob
 from ..twins import async_twin
 from .runs import JobRun
@@ -186,17 +186,19 @@ def _run_handler(running: RunningJob, using: str) -> tuple[Any, Exception | None
 
 
 def _call(handler: Callable[[Any], Any], running: RunningJob) -> Any:
-    """Run ``handler``; an ``async def`` one (or a returned awaitable) runs to its end."""
-    if inspect.iscoroutinefunction(handler):
-        return async_to_sync(handler)(running)
-    value = handler(running)
-    if inspect.isawaitable(value):
+    """Run ``handler`` with the run's span current; an ``async def`` one (or a returned
+    awaitable) runs to its end."""
+    with tracing.current(running.span):
+        if inspect.iscoroutinefunction(handler):
+            return async_to_sync(handler)(running)
+        value = handler(running)
+        if inspect.isawaitable(value):
 
-        async def finish() -> Any:
-            return await value
+            async def finish() -> Any:
+                return await value
 
-        return async_to_sync(finish)()
-    return value
+            return async_to_sync(finish)()
+        return value
 
 
 def _retry_policy(running: RunningJob) -> RetryPolicy | None:

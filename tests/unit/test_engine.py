@@ -46,6 +46,7 @@ def fake_job(job_id, lane="l", payload=None, cancellation_id=None):
         timeout=None,
         retry_policy=None,
         retry_at=None,
+        trace_context=None,
     )
 
 
