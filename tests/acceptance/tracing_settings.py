@@ -13,7 +13,7 @@ _provider = TracerProvider()
 _provider.add_span_processor(
     SimpleSpanProcessor(
         ConsoleSpanExporter(
-            out=open(os.environ["WATCHDOG_TEST_SPANS"], "a"),  # noqa: SIM115 - the process's
+            out=open(os.environ["WATCHDOG_TEST_SPANS"], "a"),  # open while the worker runs
             formatter=lambda span: span.to_json(indent=None) + "\n",
         )
     )
