@@ -7,9 +7,9 @@ propagators inject (by default W3C ``traceparent`` and ``tracestate``, and ``bag
 if any). The worker makes that context its run's parent (``engine/tracing.py``), so one
 trace goes from the request that enqueued a job to the job's run.
 
-Tracing is on once the process has imported OpenTelemetry's API. When it is off, or the
-enqueue's span has no valid context (no tracer provider set up), nothing is stored: the
-insert binds ``NULL``. No statement is added either way.
+Tracing is on once the process has set up a tracer provider. When it is off, nothing is
+stored (the insert binds ``NULL``) and nothing of OpenTelemetry is called; no statement is
+added either way.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .engine.tracing import JOB_ID, LANE, QUEUE, loaded, tracer
+from .engine.tracing import JOB_ID, LANE, QUEUE, active
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -68,11 +68,12 @@ UNTRACED = EnqueueSpan(None, None)
 def enqueue_span(**attributes: Any) -> Iterator[EnqueueSpan]:
     """Run an enqueue in a span, current for the block; what the block raises is
     recorded on it. Yields ``UNTRACED`` when tracing is off."""
-    trace = loaded()
-    if trace is None:
+    tracing = active()
+    if tracing is None:
         yield UNTRACED
         return
-    with tracer(trace).start_as_current_span(
+    trace, tracer = tracing
+    with tracer.start_as_current_span(
         ENQUEUE_SPAN, kind=trace.SpanKind.PRODUCER, attributes=attributes
     ) as span:
         yield EnqueueSpan(span, _context(span))
@@ -80,7 +81,7 @@ def enqueue_span(**attributes: Any) -> Iterator[EnqueueSpan]:
 
 def _context(span: Span) -> dict[str, str] | None:
     """The propagators' carrier for ``span``, the current span; ``None`` for an invalid
-    one (no tracer provider: a non-recording span with no parent)."""
+    one (a provider that makes no spans)."""
     if not span.get_span_context().is_valid:
         return None
     from opentelemetry import propagate

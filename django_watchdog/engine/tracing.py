@@ -1,8 +1,8 @@
 """OpenTelemetry spans for job runs (the ``opentelemetry`` extra); nothing without it.
 
-Tracing is on once the process has imported OpenTelemetry's API (setting up a tracer
-provider does). Until then no span can be active, so watchdog imports nothing of it and
-does nothing: a project without OpenTelemetry pays no import and no call.
+Tracing is on once the process has set up a tracer provider (an SDK's). Until then no span
+can be recorded, so watchdog does nothing; it never imports OpenTelemetry itself, so a
+project without it pays no import and no call.
 
 A run's span, ``watchdog.run`` (kind ``CONSUMER``), continues the trace its job was
 enqueued in: its parent is the context stored with the job (``Job.trace_context``, written
@@ -45,15 +45,20 @@ FAILED_OUTCOMES = frozenset({"failed", "retrying", "outcome_unknown"})
 _tracer: tuple[Any, Tracer] | None = None
 
 
-def loaded() -> Any | None:
-    """OpenTelemetry's ``trace`` module if this process imported it (tracing may be on)."""
-    return sys.modules.get("opentelemetry.trace")
-
-
-def tracer(trace: Any) -> Tracer:
-    """Watchdog's tracer from the current global tracer provider."""
-    global _tracer
+def active() -> tuple[Any, Tracer] | None:
+    """OpenTelemetry's ``trace`` module and watchdog's tracer, if this process imported
+    OpenTelemetry and set up a tracer provider; ``None`` otherwise (tracing is off)."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return None
     provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None  # none set up: every span would be a no-op
+    return trace, _tracer_of(provider)
+
+
+def _tracer_of(provider: Any) -> Tracer:
+    global _tracer
     cached = _tracer
     if cached is not None and cached[0] is provider:
         return cached[1]
@@ -85,10 +90,11 @@ def stored_parent(carrier: object) -> Context | None:
 def start_run(running: RunningJob) -> Span | None:
     """Start ``running``'s span, a child of its job's stored context; ``None`` when
     tracing is off."""
-    trace = loaded()
-    if trace is None:
+    tracing = active()
+    if tracing is None:
         return None
-    return tracer(trace).start_span(
+    trace, tracer = tracing
+    return tracer.start_span(
         RUN_SPAN,
         context=stored_parent(running.model.trace_context),
         kind=trace.SpanKind.CONSUMER,
