@@ -12,33 +12,13 @@ from django.utils import timezone
 
 from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import FeedClock, Job, Queue, Worker
+from django_watchdog.store.dialects.common import JOB_COLUMNS
 from django_watchdog.store.store import Partition, Store
 from tests.testapp.models import Projection
 
 DONE = Decision.completed()
-ROW_FIELDS = (
-    "id",
-    "job_id",
-    "queue",
-    "lane",
-    "priority",
-    "payload",
-    "max_recoveries",
-    "state",
-    "outcome",
-    "failure_reason",
-    "recovery_count",
-    "claim_token",
-    "claimed_by",
-    "cancellation_id",
-    "ready",
-    "feed_position",
-    "result",
-    "traceback",
-    "enqueued_at",
-    "started_at",
-    "settled_at",
-)
+#: Every job column, as statements return them (the fields ``snapshot`` and ``row`` read).
+ROW_FIELDS = JOB_COLUMNS
 
 
 def snapshot() -> dict[str, list[tuple[Any, ...]]]:

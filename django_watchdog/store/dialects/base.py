@@ -177,7 +177,8 @@ class Dialect:
         raise NotImplementedError
 
     def any_ready_sql(self, lanes: str) -> str:
-        raise NotImplementedError
+        """Whether a job of the partition could be claimed now (``common.any_ready``)."""
+        return _any_ready(self.is_set, lanes)
 
     def retry_pending_sql(self, lanes: str) -> str:
         return common.retry_pending(lanes)
@@ -216,8 +217,14 @@ class Dialect:
     ) -> tuple[Row, Row | None] | None:
         """Settle (``SETTLE``'s parameters) and refresh the queue's head (waking its lane
         unless in ``quiet_lanes``): the settled row and the head row (``None``: idle);
-        ``None`` if the fenced update changed nothing."""
-        raise NotImplementedError
+        ``None`` if the fenced update changed nothing.
+
+        Here in two steps, ``SETTLE`` then ``refresh_head``; a dialect may do both in one
+        statement."""
+        changed = self.fetch(self.SETTLE, params)
+        if not changed:
+            return None
+        return changed[0], self.refresh_head(queue)
 
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
         """The queue's head row (``HEAD``), made ready; a head displaced by one of
@@ -285,6 +292,11 @@ class Dialect:
     def claim_transaction(self, *, announcing: bool) -> AbstractContextManager[Any]:
         """The transaction a claim needs (``announcing``: ``queue_changed`` has receivers)."""
         return transaction.atomic(using=self.using)
+
+
+@lru_cache(maxsize=64)
+def _any_ready(is_set: Callable[[str], str], lanes: str) -> str:
+    return common.any_ready(is_set, lanes)
 
 
 @lru_cache(maxsize=64)

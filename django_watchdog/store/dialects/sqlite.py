@@ -58,11 +58,6 @@ RETURNING {common.job_columns()}
 """
 
 
-@lru_cache(maxsize=64)
-def any_ready(lanes: str) -> str:
-    return common.any_ready(is_set, lanes)
-
-
 SETTLE = common.settle(NOW)
 RETRY = common.retry(NOW)
 PRIOR = common.PRIOR
@@ -292,19 +287,6 @@ class SqliteDialect(Dialect):
 
     def claim_sql(self, lanes: str) -> str:
         return claim(lanes)
-
-    def any_ready_sql(self, lanes: str) -> str:
-        return any_ready(lanes)
-
-    def settle_and_refresh(
-        self, params: Params, queue: str, quiet_lanes: Sequence[str]
-    ) -> tuple[Row, Row | None] | None:
-        """Settle (``SETTLE``'s parameters) and refresh the queue's head: the settled row
-        and the head row; ``None`` if the fenced update changed nothing."""
-        changed = self.fetch(SETTLE, params)
-        if not changed:
-            return None
-        return changed[0], self.refresh_head(queue)
 
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
         """The queue's head row, made ready; a head it displaced (one of ``entered`` took

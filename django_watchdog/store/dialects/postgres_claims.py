@@ -1,0 +1,254 @@
+"""PostgreSQL, the hot path: the clock, queue locks, claim, settle and queue heads.
+
+Many workers claim at once: a change to a queue first locks its ``watchdog_queue`` row (in
+name order when several), claims skip locked queues (``SKIP LOCKED``), and whatever makes a
+job ready sends ``NOTIFY`` inside its transaction, so idle workers wake at commit. PostgreSQL
+folds ``x = TRUE`` into ``x``, the form of its partial-index predicates (``Dialect.is_set``).
+Part of ``PostgresDialect`` (``dialects.postgres``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from ...conf import setting
+from .. import waits
+from . import common
+from .base import Dialect, Params, Row
+
+#: The database's clock: every job timestamp PostgreSQL writes.
+NOW = "clock_timestamp()"
+is_set = Dialect.is_set
+is_unset = Dialect.is_unset
+
+# locks
+
+#: Bound every lock wait for the rest of the transaction to ``%(lock_timeout)s``.
+BOUND_LOCK_WAITS = "SELECT set_config('lock_timeout', %(lock_timeout)s, true)"
+LOCK_QUEUE = "SELECT 1 FROM watchdog_queue WHERE name = %(queue)s FOR UPDATE"
+LOCK_QUEUE_OF_JOB = """
+SELECT q.name FROM watchdog_queue q
+ WHERE q.name = (SELECT j.queue FROM watchdog_job j WHERE j.job_id = %(job_id)s)
+   FOR UPDATE OF q
+"""
+#: The same, first bounding lock waits for the rest of the transaction: the settle's first
+#: statement, so a bounded settle costs no extra round trip. The row is locked above the
+#: join, so ``bound`` is evaluated before the lock is waited for.
+LOCK_QUEUE_OF_JOB_BOUNDED = """
+WITH bound AS MATERIALIZED (SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS t)
+SELECT q.name FROM bound, watchdog_queue q
+ WHERE q.name = (SELECT j.queue FROM watchdog_job j WHERE j.job_id = %(job_id)s)
+   FOR UPDATE OF q
+"""
+LOCK_QUEUES = """
+SELECT name FROM watchdog_queue WHERE name = ANY(%(queues)s::text[]) ORDER BY name FOR UPDATE
+"""
+LOCK_QUEUES_OF_JOBS = """
+SELECT q.name FROM watchdog_queue q
+ WHERE q.name IN (SELECT j.queue FROM watchdog_job j WHERE j.job_id = ANY(%(job_ids)s::text[]))
+ ORDER BY q.name
+   FOR UPDATE OF q
+"""
+NOTIFY = "SELECT pg_notify(%(channel)s, %(lane)s)"
+
+# claim, settle
+
+
+@lru_cache(maxsize=64)
+def claim(lanes: str) -> str:
+    """Take the best ready jobs of the partition in one statement; each candidate's queue
+    row is locked with SKIP LOCKED, so concurrent claimers spread over queues instead of
+    waiting on each other."""
+    return f"""
+WITH candidate AS (
+    SELECT {common.CANDIDATE_COLUMNS}
+      FROM watchdog_job j
+      JOIN watchdog_queue q ON q.name = j.queue
+     WHERE {common.claimable(is_set, lanes)}
+     ORDER BY j.priority DESC, j.position ASC
+     LIMIT %(limit)s
+       FOR UPDATE OF q SKIP LOCKED
+),
+picked AS ({common.picked("candidate")})
+UPDATE watchdog_job AS taken SET {common.claim_set(NOW)}
+  FROM picked
+ WHERE taken.id = picked.id AND taken.ready = TRUE AND taken.state = 'queued'
+RETURNING {common.job_columns("taken")}
+"""
+
+
+SETTLE = common.settle(NOW)
+RETRY = common.retry(NOW)
+PRIOR = common.PRIOR
+
+# queue heads
+
+HEAD = common.head(is_unset)
+
+
+def refresh(head: str, only_if: str = "") -> str:
+    """Common table expressions that make ``head`` (a ``common.head`` row) ready and waken
+    its lane's workers (unless in ``%(quiet_lanes)s``), and take the ready flag from the
+    head it displaced if ``head`` is one of ``%(entered)s``; ``only_if`` makes it
+    conditional."""
+    return f"""
+head AS ({head}),
+marked AS (
+    UPDATE watchdog_job SET ready = TRUE FROM head
+     WHERE watchdog_job.id = head.id AND head.rank <> 0 AND NOT watchdog_job.ready {only_if}
+    RETURNING CASE WHEN watchdog_job.lane = ANY(%(quiet_lanes)s::text[]) THEN NULL
+                   ELSE pg_notify(%(channel)s, watchdog_job.lane) END
+),
+demoted AS (
+    UPDATE watchdog_job SET ready = FALSE FROM head
+     WHERE watchdog_job.queue = %(queue)s AND watchdog_job.ready
+       AND watchdog_job.cancellation_id IS NULL
+       AND watchdog_job.id <> head.id AND head.rank <> 0 AND head.id = ANY(%(entered)s::bigint[])
+    RETURNING 1
+)
+"""
+
+
+#: The head, its ready flag and the displaced head's, in one round trip.
+REFRESH_HEAD = f"WITH {refresh(HEAD)} SELECT * FROM head"
+#: Settle, pick the queue's next head and mark it ready, in one round trip. The statement's
+#: snapshot still shows the settling job running, so the head query skips it; every other
+#: row of the queue is current because the queue's lock is held.
+SETTLE_AND_REFRESH = f"""
+WITH settled AS ({SETTLE}),
+{
+    refresh(
+        common.head(is_unset, not_settling="AND job_id <> %(job_id)s"),
+        only_if="AND EXISTS (SELECT 1 FROM settled)",
+    )
+}
+SELECT settled.*, head.* FROM settled LEFT JOIN head ON TRUE
+"""
+
+# a batching worker's step
+
+SETTLE_MANY = f"""
+WITH input AS (
+    SELECT * FROM unnest(%(job_id)s::text[], %(token)s::text[], %(outcome)s::text[],
+                         %(reason)s::text[], %(result)s::jsonb[], %(traceback)s::text[])
+        AS i(job_id, token, outcome, reason, result, traceback)
+),
+settled AS (
+    UPDATE watchdog_job AS j SET {common.settle_set(NOW)}
+      FROM input i
+     WHERE j.job_id = i.job_id AND j.state = 'running' AND j.claim_token = i.token
+    RETURNING {common.job_columns("j")}
+),
+head AS (
+    SELECT h.* FROM (SELECT DISTINCT queue FROM settled) AS s
+    CROSS JOIN LATERAL ({
+    common.head(is_unset, queue="s.queue", not_settling="AND job_id <> ALL(%(job_id)s::text[])")
+}) AS h
+),
+marked AS (
+    UPDATE watchdog_job SET ready = TRUE FROM head
+     WHERE watchdog_job.id = head.id AND head.rank <> 0 AND NOT watchdog_job.ready
+    RETURNING CASE WHEN watchdog_job.lane = ANY(%(quiet_lanes)s::text[]) THEN NULL
+                   ELSE pg_notify(%(channel)s, watchdog_job.lane) END
+)
+SELECT * FROM settled
+"""
+SETTLE_MANY_COLUMNS = ("job_id", "token", "outcome", "reason", "result", "traceback")
+
+
+class PostgresClaims(Dialect):
+    """PostgreSQL's locks, claim, settle and queue heads (a part of ``PostgresDialect``)."""
+
+    NOW = NOW
+    SETTLE, RETRY, PRIOR, HEAD = SETTLE, RETRY, PRIOR, HEAD
+
+    # locks
+
+    def bound_lock_waits(self) -> None:
+        """In a bounded block (``waits.bounded``), bound every lock wait for the rest of the
+        caller's transaction."""
+        seconds = waits.limit()
+        if seconds is not None:
+            self.fetch(BOUND_LOCK_WAITS, {"lock_timeout": waits.milliseconds(seconds)})
+
+    def lock_queue(self, queue: str) -> None:
+        """Serialise every change to ``queue`` until this transaction ends."""
+        self.bound_lock_waits()
+        self.fetch(LOCK_QUEUE, {"queue": queue})
+
+    def lock_queues(self, queues: Sequence[str]) -> None:
+        """Lock several queues in name order, so two multi-queue changes cannot deadlock."""
+        self.bound_lock_waits()
+        self.fetch(LOCK_QUEUES, {"queues": sorted(set(queues))})
+
+    def lock_queues_of_jobs(self, job_ids: Sequence[str]) -> None:
+        self.bound_lock_waits()
+        self.fetch(LOCK_QUEUES_OF_JOBS, {"job_ids": list(job_ids)})
+
+    def lock_queue_of(self, job_id: str) -> str | None:
+        """Lock the queue of ``job_id`` (one round trip); its name, ``None`` if no job."""
+        if (seconds := waits.limit()) is not None:
+            rows = self.fetch(
+                LOCK_QUEUE_OF_JOB_BOUNDED,
+                {"lock_timeout": waits.milliseconds(seconds), "job_id": job_id},
+            )
+        else:
+            rows = self.fetch(LOCK_QUEUE_OF_JOB, {"job_id": job_id})
+        return str(rows[0][0]) if rows else None
+
+    def notify(self, lane: str) -> None:
+        """Wake idle workers of ``lane`` once this transaction commits."""
+        self.fetch(NOTIFY, {"channel": setting("NOTIFY_CHANNEL"), "lane": lane})
+
+    # the steps verbs take
+
+    def claim_sql(self, lanes: str) -> str:
+        return claim(lanes)
+
+    def settle_and_refresh(
+        self, params: Params, queue: str, quiet_lanes: Sequence[str]
+    ) -> tuple[Row, Row | None] | None:
+        """Settle (``SETTLE``'s parameters), pick the queue's next head and mark it ready
+        (waking its lane unless in ``quiet_lanes``), in one round trip."""
+        from ..rows import job_fields
+
+        bound = {
+            **params,
+            "queue": queue,
+            "quiet_lanes": list(quiet_lanes),
+            "channel": setting("NOTIFY_CHANNEL"),
+            "entered": [],
+        }
+        found = self.fetch(SETTLE_AND_REFRESH, bound)
+        if not found:
+            return None
+        width = len(job_fields())
+        head = found[0][width:]
+        return found[0][:width], (None if head[0] is None else head)
+
+    def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
+        rows = self.fetch(
+            REFRESH_HEAD,
+            {
+                "queue": queue,
+                "quiet_lanes": [],
+                "channel": setting("NOTIFY_CHANNEL"),
+                "entered": list(entered),
+            },
+        )
+        return rows[0] if rows else None
+
+    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
+        """Settle each (``SETTLE_MANY_COLUMNS``) and ready each queue's next head."""
+        by_column = {
+            name: list(column)
+            for name, column in zip(SETTLE_MANY_COLUMNS, zip(*rows, strict=True), strict=True)
+        }
+        params = {
+            **by_column,
+            "quiet_lanes": list(quiet_lanes),
+            "channel": setting("NOTIFY_CHANNEL"),
+        }
+        return self.fetch(SETTLE_MANY, params)

@@ -1,0 +1,189 @@
+"""PostgreSQL's enqueue: many jobs in one or two statements that also settle their queues' heads.
+
+Part of ``PostgresDialect`` (``dialects.postgres``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...conf import setting
+from .base import Dialect, Row
+from .postgres_claims import NOW
+
+if TYPE_CHECKING:
+    from ..enqueue import NewJob
+
+#: The jobs of a call as rows ``u``, from one array per column, or for a one-job call from
+#: plain parameters (which psycopg sends faster than one-element arrays).
+JOB_ROWS = (
+    "AS u(job_id, queue, lane, priority, payload, max_recoveries, delayed, run_after, "
+    "retry_policy, timeout, trace_context, ordinal)"
+)
+JOBS_FROM_ARRAYS = f"""unnest(
+    %(job_id)s::text[], %(queue)s::text[], %(lane)s::text[], %(priority)s::bigint[],
+    %(payload)s::jsonb[], %(max_recoveries)s::bigint[], %(delayed)s::boolean[],
+    %(run_after)s::timestamptz[], %(retry_policy)s::jsonb[], %(timeout)s::double precision[],
+    %(trace_context)s::jsonb[]
+) WITH ORDINALITY {JOB_ROWS}"""
+JOB_FROM_VALUES = f"""(VALUES (
+    %(job_id)s::text, %(queue)s::text, %(lane)s::text, %(priority)s::bigint,
+    %(payload)s::jsonb, %(max_recoveries)s::bigint, %(delayed)s::boolean,
+    %(run_after)s::timestamptz, %(retry_policy)s::jsonb, %(timeout)s::double precision,
+    %(trace_context)s::jsonb, 1::bigint)) {JOB_ROWS}"""
+QUEUES_FROM_ARRAY = "SELECT unnest(%(queues)s::text[]), %(created_at)s"
+QUEUE_FROM_VALUES = "VALUES (%(queue)s, %(created_at)s)"
+
+
+def insert_jobs(ready: str, source: str = "input i") -> str:
+    """Insert the rows of ``input`` (``source`` may join more to it), each ``ready`` as the
+    expression ``ready`` decides; a repeated ``job_id`` is left alone."""
+    return f"""
+    INSERT INTO watchdog_job
+        (id, position, job_id, queue, lane, priority, payload, max_recoveries, state,
+         recovery_count, attempts, ready, delayed, run_after, retry_policy, timeout,
+         trace_context, enqueued_at)
+    SELECT i.id, CASE WHEN i.delayed THEN NULL ELSE i.id END, i.job_id, i.queue, i.lane,
+           i.priority, i.payload, i.max_recoveries, 'queued', 0, 0, {ready},
+           i.delayed, i.run_after, i.retry_policy, i.timeout, i.trace_context, {NOW}
+      FROM {source}
+     ORDER BY i.id
+    ON CONFLICT (job_id) DO NOTHING
+    RETURNING id, job_id, queue, lane, enqueued_at, ready, delayed
+"""
+
+
+def enter_new_queues(queues: str, jobs: str) -> str:
+    """First statement: create the missing queues and lock the others (name order), and
+    enter the jobs of the queues this statement created.
+
+    Nothing else is in such a queue (queue rows are never deleted, and a concurrent creator
+    waits for ours), so its best non-delayed new job is its head: no probe of other rows,
+    whose snapshot could predate the lock. A row this transaction inserted is as good as
+    locked; ``DO UPDATE`` locks an existing row even if it was committed after this
+    statement's snapshot (a same-value update, so a HOT one). ``xmax = 0`` tells the rows
+    inserted here. One result row per held queue, with the jobs entered into it.
+    """
+    return f"""
+WITH held AS (
+    INSERT INTO watchdog_queue (name, created_at) {queues}
+    ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+    RETURNING name, xmax = 0 AS created
+),
+input AS (
+    SELECT nextval(pg_get_serial_sequence('watchdog_job', 'id')) AS id, u.*
+      FROM {jobs}
+     WHERE u.queue IN (SELECT name FROM held WHERE created)
+     ORDER BY u.ordinal
+),
+best AS (
+    SELECT DISTINCT ON (queue) id FROM input
+     WHERE NOT delayed
+     ORDER BY queue, priority DESC, id
+),
+inserted AS ({insert_jobs("i.id IN (SELECT id FROM best)")})
+SELECT held.name, held.created,
+       inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
+       CASE WHEN inserted.ready OR inserted.delayed THEN pg_notify(%(channel)s, inserted.lane) END
+  FROM held LEFT JOIN inserted ON inserted.queue = held.name
+"""
+
+
+def insert_with_heads(jobs: str) -> str:
+    """Second statement, for the jobs of queues that existed (locked by the first, so this
+    statement's snapshot is current): insert them and settle each queue's head.
+
+    A queue's best new job becomes its head when nothing runs or waits to retry there and
+    no queued job ranks at least as high (older jobs win ties); the head it displaces loses
+    its ready flag. Workers of the lanes given a ready job (or a delayed one, whose due time
+    they must learn) are woken. The three probes are ``LIMIT 1`` subqueries, not ``NOT
+    EXISTS``: PostgreSQL may turn ``NOT EXISTS`` into an anti-join that reads a whole index
+    when a young table's statistics say it is tiny; a subquery with ``LIMIT`` stays a probe
+    on the queue's index entries, whatever the statistics.
+    """
+    return f"""
+WITH input AS (
+    SELECT nextval(pg_get_serial_sequence('watchdog_job', 'id')) AS id, u.*
+      FROM {jobs}
+     ORDER BY u.ordinal
+),
+best AS (
+    SELECT DISTINCT ON (queue) id, queue, priority FROM input
+     WHERE NOT delayed
+     ORDER BY queue, priority DESC, id
+),
+promoted AS (
+    SELECT b.id, b.queue FROM best b
+     WHERE (SELECT 1 FROM watchdog_job j
+             WHERE j.queue = b.queue AND j.state = 'running' LIMIT 1) IS NULL
+       AND (SELECT 1 FROM watchdog_job j
+             WHERE j.queue = b.queue AND j.state = 'queued' AND j.retry_at IS NOT NULL
+             LIMIT 1) IS NULL
+       AND (SELECT 1 FROM watchdog_job j
+             WHERE j.queue = b.queue AND j.state = 'queued' AND j.delayed = FALSE
+               AND j.priority >= b.priority
+             LIMIT 1) IS NULL
+),
+inserted AS ({insert_jobs("p.id IS NOT NULL", "input i LEFT JOIN promoted p ON p.id = i.id")}),
+demoted AS (
+    UPDATE watchdog_job j SET ready = FALSE FROM promoted p
+     WHERE j.queue = p.queue AND j.ready AND j.cancellation_id IS NULL
+    RETURNING 1
+)
+SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
+       CASE WHEN inserted.ready OR inserted.delayed THEN pg_notify(%(channel)s, inserted.lane) END
+  FROM inserted
+"""
+
+
+ENTER_NEW_QUEUE = enter_new_queues(QUEUE_FROM_VALUES, JOB_FROM_VALUES)
+ENTER_NEW_QUEUES = enter_new_queues(QUEUES_FROM_ARRAY, JOBS_FROM_ARRAYS)
+INSERT_WITH_HEAD = insert_with_heads(JOB_FROM_VALUES)
+INSERT_WITH_HEADS = insert_with_heads(JOBS_FROM_ARRAYS)
+
+
+class PostgresEnqueue(Dialect):
+    """PostgreSQL's ``enter_jobs`` (a part of ``PostgresDialect``)."""
+
+    def enter_jobs(
+        self, batch: Sequence[NewJob], delays: Sequence[bool], now: Any
+    ) -> tuple[list[Row], set[str], dict[int, bool]]:
+        """Insert ``batch``: (id, job_id, enqueued_at, ready) of each row inserted, the
+        queues created, and no later ready flags (each statement settles its heads).
+
+        One statement when every queue is new (the common case: a queue per object); a
+        second, sent once the first has locked them, for the jobs of queues that existed.
+        """
+        channel = setting("NOTIFY_CHANNEL")
+        per_job = [
+            self.job_values(new, delayed) for new, delayed in zip(batch, delays, strict=True)
+        ]
+        stamp = self.param_datetime(now)
+        inserted: list[Row] = []
+        created: set[str] = set()
+        if len(batch) == 1:
+            params = {**per_job[0], "created_at": stamp, "channel": channel}
+            sql = ENTER_NEW_QUEUE
+        else:
+            params = {**_by_column(per_job), "queues": sorted({new.queue for new in batch})}
+            params.update(created_at=stamp, channel=channel)
+            sql = ENTER_NEW_QUEUES
+        for name, new_queue, *entered in self.fetch(sql, params):
+            if new_queue:
+                created.add(name)
+            if entered[0] is not None:
+                inserted.append(tuple(entered[:4]))
+        rest = [
+            values for new, values in zip(batch, per_job, strict=True) if new.queue not in created
+        ]
+        if len(rest) == 1:
+            inserted.extend(self.fetch(INSERT_WITH_HEAD, {**rest[0], "channel": channel}))
+        elif rest:
+            inserted.extend(self.fetch(INSERT_WITH_HEADS, {**_by_column(rest), "channel": channel}))
+        return [tuple(row[:4]) for row in inserted], created, {}
+
+
+def _by_column(per_job: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """One array per column of ``Dialect.job_values`` (what ``JOBS_FROM_ARRAYS`` binds)."""
+    return {name: [values[name] for values in per_job] for name in per_job[0]}
