@@ -194,9 +194,7 @@ def rerun(
     if rerun_id is not None:
         rerun_id = validation.identifier(rerun_id, "rerun_id")
     requested_by = reruns.requester(requested_by)
-    return _store(using).rerun(
-        job_id, rerun_id=rerun_id, requested_by=requested_by
-    )
+    return _store(using).rerun(job_id, rerun_id=rerun_id, requested_by=requested_by)
 
 
 def get_job(job_id: str, *, using: str | None = None) -> Job | None:
@@ -240,9 +238,7 @@ def settled_jobs(
         raise InvalidInput("exclude_lane", "give lane or exclude_lane, not both")
     lanes = (validation.lane(lane),) if lane is not None else ()
     excluded = (validation.lane(exclude_lane, "exclude_lane"),) if exclude_lane is not None else ()
-    return _store(using).settled_jobs(
-        position, limit, lanes=lanes, exclude_lanes=excluded
-    )
+    return _store(using).settled_jobs(position, limit, lanes=lanes, exclude_lanes=excluded)
 
 
 def fail_lane(lane: str, reason: str, *, using: str | None = None) -> LaneFailure:

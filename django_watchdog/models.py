@@ -8,10 +8,8 @@ from django.db import models
 from django.db.models import Q
 
 from .domain import validation
-from .domain.as_stored import as_stored
-from .domain.errors import WatchdogError
+from .domain.as_stored import check_decodes
 from .domain.states import Outcome, State
-from .domain.timestamps import UnreadableTimestamp
 from .fields import StrictJSONField
 
 QUEUED, RUNNING, SETTLED = State.QUEUED.value, State.RUNNING.value, State.SETTLED.value
@@ -71,7 +69,6 @@ class Job(models.Model):
     #: ``None`` when no span was active (``django_watchdog.tracing``). A plain JSON field:
     #: a value edited into nonsense is ignored, never a reason not to run the job.
     trace_context = models.JSONField(null=True, blank=True)
-
 
     class Meta:
         db_table = "watchdog_job"
@@ -258,7 +255,8 @@ class Job(models.Model):
 
     @classmethod
     def from_db(cls, db: str | None, field_names: Any, values: Any, **kwargs: Any) -> Job:
-        """Refuse a row that breaks the grammar no constraint can hold (edited by hand)."""
+        """Refuse a row that breaks the grammar no constraint can hold (edited by hand):
+        ``WatchdogError(kind="store_unavailable")``, unless reading as stored."""
         return check_decodes(super().from_db(db, field_names, values, **kwargs))
 
     @property
@@ -267,45 +265,6 @@ class Job(models.Model):
         if self.started_at is None or self.settled_at is None:
             return None
         return (self.settled_at - self.started_at).total_seconds()
-
-
-def check_decodes(job: Job) -> Job:
-    """``job``, unless its row breaks the grammar no constraint can hold (edited by hand):
-    then ``WatchdogError(kind="store_unavailable")`` for that job."""
-    problem = _row_problem(job.__dict__)
-    if problem is not None and not as_stored():
-        raise WatchdogError(
-            f"job row does not decode: {problem}",
-            kind="store_unavailable",
-            job_id=str(job.__dict__.get("job_id")),
-        )
-    return job
-
-
-def _optional_identifier(field: str) -> Any:
-    return lambda value: None if value is None else validation.identifier(value, field)
-
-
-def _row_problem(loaded: dict[str, Any]) -> str | None:
-    checks: tuple[tuple[str, Any], ...] = (
-        ("job_id", lambda v: validation.identifier(v, "job_id")),
-        ("queue", lambda v: validation.identifier(v, "queue")),
-        ("lane", validation.lane),
-        ("priority", validation.priority),
-        ("max_recoveries", validation.max_recoveries),
-        ("cancellation_id", _optional_identifier("cancellation_id")),
-        ("rerun_of", _optional_identifier("rerun_of")),
-    )
-    for name, check in checks:
-        if name in loaded:
-            try:
-                check(loaded[name])
-            except WatchdogError as error:
-                return str(error)
-    for name, value in loaded.items():
-        if isinstance(value, UnreadableTimestamp):
-            return f"{name} is out of range ({value.stored}: not in years 1-9999)"
-    return None
 
 
 class PrunedJob(models.Model):

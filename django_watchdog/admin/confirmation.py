@@ -1,4 +1,5 @@
-"""The confirmation page every watchdog admin action shows before it calls a verb.
+"""The confirmation page every watchdog admin action shows before it calls a verb, and the
+history entries it writes after.
 
 The page extends Django's ``admin/base_site.html`` and writes its breadcrumbs as the
 running Django's own pages do (a list from Django 6, a ``div`` before), so it follows the
@@ -13,6 +14,8 @@ from typing import Any
 import django
 from django import forms
 from django.contrib.admin import ModelAdmin, helpers
+from django.contrib.admin.models import LogEntry
+from django.db.models import Model
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
@@ -83,3 +86,11 @@ def page(
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, TEMPLATE, context)
+
+
+def log(request: HttpRequest, objects: Sequence[Model], flag: int, message: str) -> None:
+    """One ``LogEntry`` per object: who (the request's user), when (now), what."""
+    if objects and request.user.pk is not None:
+        LogEntry.objects.log_actions(
+            user_id=request.user.pk, queryset=objects, action_flag=flag, change_message=message
+        )

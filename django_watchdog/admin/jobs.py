@@ -1,6 +1,6 @@
 """The jobs admin: browse jobs, see why each waits or how long it runs, read its data.
 
-The actions (cancel, re-run, fail a lane) live in ``job_actions``.
+The actions (cancel, re-run, fail a lane) live in ``job_actions`` and the modules it composes.
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ from ..models import Job, Queue
 from ..store.store import Store
 from . import confirmation, display
 from .base import PAGE_INFO, ReadOnlyAdmin, page_info
-from .job_actions import log
 from .jobs import jobs_url
 
 
@@ -240,7 +239,7 @@ class QueueAdmin(ReadOnlyAdmin):
             deleted += count
             if count:
                 purged.append(queue)
-                log(
+                confirmation.log(
                     request,
                     [queue],
                     CHANGE,

@@ -16,8 +16,8 @@ from django.db import connections
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from ..domain.as_stored import reading_as_stored
-from ..models import Job, check_decodes
+from ..domain.as_stored import check_decodes, reading_as_stored
+from ..models import Job
 
 Converter = Callable[..., Any]
 

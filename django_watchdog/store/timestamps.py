@@ -6,7 +6,7 @@ A row edited by hand, or written before ``run_after`` was validated, can hold su
 instant; psycopg's loader then raises for the whole result set, so one row would stop
 every claim, recovery pass, feed read and admin page that fetched it. Each PostgreSQL
 connection watchdog's app sees gets a loader that returns the nearest instant Python holds,
-marked as unreadable, so ``models.check_decodes`` can name the job and the store
+marked as unreadable, so ``domain.as_stored.check_decodes`` can name the job and the store
 quarantine it (SPEC §4.14).
 """
 
