@@ -16,7 +16,7 @@ from ..domain.errors import WatchdogError
 from ..domain.reruns import RERUNNABLE
 from ..domain.states import State
 from ..models import Job
-from ..store.reruns import next_rerun_id
+from ..store.store import Store
 from . import confirmation
 from .job_action_base import JobActionsBase, state_of
 
@@ -42,7 +42,7 @@ class RerunActions(JobActionsBase):
             new = self._rerun(request, job, request.POST.get(RERUN_FIELD), using)
             if new is not None:
                 return HttpResponseRedirect(self._job_url(new, "change"))
-        new_id = next_rerun_id(using, job.job_id)
+        new_id = Store(using).next_rerun_id(job.job_id)
         return confirmation.page(
             self,
             request,
@@ -77,7 +77,8 @@ class RerunActions(JobActionsBase):
             return None
         chosen = [row for row in selected if rerunnable(row[2], row[3])]
         if not confirmation.confirmed(request) or not chosen:
-            ids = {pk: next_rerun_id(queryset.db, job_id) for pk, job_id, *_rest in chosen}
+            store = Store(queryset.db)
+            ids = {pk: store.next_rerun_id(job_id) for pk, job_id, *_rest in chosen}
             left = len(selected) - len(chosen)
             return confirmation.page(
                 self,

@@ -11,10 +11,12 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from ..conf import age
-from ..store import waits
+from ..store.store import PRUNE_BATCH
+from ..store.worker_store import LockBusy
 from . import events
 from .backoff import Backoff
 from .clock import Clock
+from .ports import HousekeepingStore
 from .schedules import FireFunction, Schedule, Scheduler, database_fire
 
 #: Seconds between a worker's retention passes (when ``WATCHDOG["RETENTION"]`` is set).
@@ -34,21 +36,21 @@ def retention() -> timedelta | None:
 class Housekeeping:
     """Called from the worker's main loop; touches the database only when something is due.
 
-    ``schedules`` are the periodic schedules to fire (the management command passes the
-    configured ones); none by default.
+    ``store`` is the worker's (its lock waits bounded); ``schedules`` are the periodic
+    schedules to fire (the management command passes the configured ones), none by default.
     """
 
     def __init__(
         self,
-        using: str,
+        store: HousekeepingStore,
         clock: Clock,
         *,
         schedules: dict[str, Schedule] | None = None,
         fire: FireFunction | None = None,
     ) -> None:
-        self.using = using
+        self.store = store
         self.clock = clock
-        self.scheduler = Scheduler(schedules or {}, fire or database_fire(using))
+        self.scheduler = Scheduler(schedules or {}, fire or database_fire(store))
         self._next_prune = 0.0
         #: Per step: its backoff, and the monotonic time before which it is not retried.
         self._failing: dict[str, tuple[Backoff, float]] = {}
@@ -91,19 +93,12 @@ class Housekeeping:
 
     def prune(self, age: timedelta) -> int:
         """Delete settled jobs older than ``age``, then the task queues left without a job."""
-        from ..store.idle_queues import forget_idle_task_queues
-        from ..store.retention import PRUNE_BATCH, prune
-
         try:
-            with waits.bounded():
-                deleted = prune(
-                    self.using,
-                    older_than=age,
-                    now=self.clock.now(),
-                    max_batches=PRUNE_BATCHES_PER_PASS,
-                )
-                forgotten = forget_idle_task_queues(self.using)
-        except waits.LockBusy:
+            deleted = self.store.prune(
+                older_than=age, now=self.clock.now(), max_batches=PRUNE_BATCHES_PER_PASS
+            )
+            forgotten = self.store.forget_idle_task_queues()
+        except LockBusy:
             # A lock held elsewhere (the feed clock, say): prune at the next interval.
             events.log(logging.WARNING, "prune_deferred", older_than_s=age.total_seconds())
             self._next_prune = self.clock.monotonic() + PRUNE_INTERVAL

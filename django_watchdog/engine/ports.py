@@ -1,14 +1,14 @@
-"""What the engine needs from outside it, typed as protocols: the store's verbs, a lane's
-options. The worker is built on these alone; the management command hands in the real
-ones (``store.worker_store.WorkerStore``, the handler registry's options) and the unit
-tests hand in fakes that declare these protocols.
+"""What the engine needs from outside it, typed as protocols: the store's verbs (the
+worker's, and its housekeeping's), a lane's options. The worker is built on these alone;
+the management command hands in the real ones (``store.worker_store.WorkerStore``, the
+handler registry's options) and the unit tests hand in fakes that declare these protocols.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import datetime
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
 
 from ..domain.errors import WatchdogError
 from ..domain.retries import RetryPolicy
@@ -16,6 +16,9 @@ from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
 from ..store.batches import Settlement
 from ..store.claims import Partition
 from ..store.workers import Registered
+
+if TYPE_CHECKING:
+    from ..store.enqueue import NewJob
 
 
 class EngineStore(Protocol):
@@ -132,6 +135,34 @@ class EngineStore(Protocol):
 
     def release_connection(self) -> None:
         """Close the calling thread's connection."""
+        ...
+
+
+class HousekeepingStore(Protocol):
+    """The store verbs the worker's housekeeping (schedules, retention) calls.
+
+    Each waits for a lock at most ``WATCHDOG['LOCK_TIMEOUT']`` and then raises
+    ``LockBusy``, nothing changed.
+    """
+
+    def fire_schedule(
+        self,
+        name: str,
+        *,
+        now: datetime,
+        due: Callable[[datetime], Sequence[datetime]],
+        new_job: Callable[[datetime], NewJob],
+    ) -> tuple[list[tuple[str, str]], datetime]:
+        """Enqueue the schedule's due ticks once, under its lock: (job id, status) per tick,
+        and the new ``handled_until``."""
+        ...
+
+    def prune(self, *, older_than: timedelta, now: datetime, max_batches: int | None = None) -> int:
+        """Delete jobs settled before ``now - older_than``, behind the feed; how many."""
+        ...
+
+    def forget_idle_task_queues(self) -> int:
+        """Delete a batch of task queue rows no job names; how many."""
         ...
 
 

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -21,6 +21,9 @@ from ..domain import validation
 from ..domain.errors import InvalidInput
 from ..store.waits import LockBusy
 from . import events
+
+if TYPE_CHECKING:
+    from .ports import HousekeepingStore
 
 #: How soon a schedule whose lock was held elsewhere (``LockBusy``) is tried again.
 BUSY_RETRY = timedelta(seconds=5)
@@ -234,10 +237,8 @@ def _log(result: Fired) -> None:
         )
 
 
-def database_fire(using: str) -> FireFunction:
-    """The ``FireFunction`` that enqueues into database ``using`` (``store.schedules.fire``)."""
-    from ..store import schedules as store
-    from ..store import waits
+def database_fire(store: HousekeepingStore) -> FireFunction:
+    """The ``FireFunction`` that enqueues through ``store`` (``Store.fire_schedule``)."""
     from ..store.enqueue import NewJob
 
     def fire(schedule: Schedule, now: datetime) -> Fired:
@@ -251,14 +252,12 @@ def database_fire(using: str) -> FireFunction:
                 max_recoveries=schedule.max_recoveries,
             )
 
-        with waits.bounded():
-            outcomes, handled_until = store.fire(
-                using,
-                schedule.name,
-                now=now,
-                due=lambda handled: schedule.due(now, handled),
-                new_job=new_job,
-            )
+        outcomes, handled_until = store.fire_schedule(
+            schedule.name,
+            now=now,
+            due=lambda handled: schedule.due(now, handled),
+            new_job=new_job,
+        )
         by_status: dict[str, list[str]] = {"queued": [], "duplicate": [], "conflict": []}
         for job_id, status in outcomes:
             by_status[status].append(job_id)

@@ -78,7 +78,9 @@ class WatchdogWorker:
         self.lanes = tuple(sorted(self.handlers))
         self.partition = Partition(lanes=self.lanes)
         self.batch_size = options.batch_size()
-        self.housekeeping = housekeeping or Housekeeping(using, self.clock, schedules={})
+        self.housekeeping = housekeeping or Housekeeping(
+            WorkerStore(using), self.clock, schedules={}
+        )
         self.wake = threading.Event()
         self._stopping = threading.Event()
         self.stop_requested = False  # set by a signal handler; see request_stop()

@@ -137,10 +137,10 @@ def _settled_count(settled: Any) -> tuple[int, bool]:
 
 def _schedules(using: str, now: datetime) -> list[ScheduleRow]:
     from ..schedules import load
-    from ..store.schedules import states
+    from ..store.store import Store
 
     schedules, _ = load()
-    saved = states(using)
+    saved = Store(using).schedule_states()
     rows = []
     for name in sorted(set(schedules) | set(saved)):
         schedule = schedules.get(name)

@@ -15,7 +15,7 @@ them. Reads take no row locks on PostgreSQL, so they never wait on one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +34,7 @@ from ..domain.values import (
     SettledRecord,
     SettleResult,
 )
-from ..models import Job
+from ..models import Job, ScheduleState
 from . import (
     batches,
     cancel,
@@ -43,10 +43,13 @@ from . import (
     fail_lane,
     feed,
     heads,
+    idle_queues,
     purge,
     recovery,
     reruns,
     retention,
+    schedules,
+    twins,
     waits,
     workers,
 )
@@ -55,9 +58,10 @@ from .dialects import dialect
 from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
 from .enqueue import enqueue_many as enqueue_jobs
+from .retention import PRUNE_BATCH
 from .waits import LockBusy
 
-__all__ = ["LockBusy", "Partition", "Store"]
+__all__ = ["PRUNE_BATCH", "LockBusy", "NewJob", "Partition", "Store"]
 
 
 class Store:
@@ -106,6 +110,30 @@ class Store:
         """Enqueue a settled job again, as a new job linked to it."""
         with self._waits():
             return reruns.rerun(self.using, job_id, rerun_id=rerun_id, requested_by=requested_by)
+
+    def next_rerun_id(self, job_id: str) -> str:
+        """The id ``rerun`` gives ``job_id``'s next re-run when not told one."""
+        return reruns.next_rerun_id(self.using, job_id)
+
+    def queued_twin(self, new: NewJob) -> Job | None:
+        """The oldest queued job ``new`` would repeat, its queue locked until the caller's
+        transaction (which must be open, and then enqueues ``new`` if there is none) ends."""
+        with self._waits():
+            return twins.queued_twin(self.using, new)
+
+    def fire_schedule(
+        self,
+        name: str,
+        *,
+        now: datetime,
+        due: Callable[[datetime], Sequence[datetime]],
+        new_job: Callable[[datetime], NewJob],
+    ) -> tuple[list[tuple[str, str]], datetime]:
+        """Enqueue the ticks of schedule ``name`` that ``due(handled_until)`` names, and
+        record ``now`` as handled, under the schedule's lock: (job id, status) per tick and
+        the new ``handled_until``."""
+        with self._waits():
+            return schedules.fire(self.using, name, now=now, due=due, new_job=new_job)
 
     # running jobs
 
@@ -265,6 +293,29 @@ class Store:
                 self.using, older_than=older_than, now=now, batch_size=batch_size
             )
 
+    def prune(
+        self,
+        *,
+        older_than: timedelta,
+        now: datetime,
+        batch_size: int = PRUNE_BATCH,
+        max_batches: int | None = None,
+    ) -> int:
+        """``prune_batches`` to the end, or for ``max_batches`` batches; how many deleted."""
+        with self._waits():
+            return retention.prune(
+                self.using,
+                older_than=older_than,
+                now=now,
+                batch_size=batch_size,
+                max_batches=max_batches,
+            )
+
+    def forget_idle_task_queues(self) -> int:
+        """Delete up to ``idle_queues.IDLE_BATCH`` rows of task queues no job names; how many."""
+        with self._waits():
+            return idle_queues.forget_idle_task_queues(self.using)
+
     # reads
 
     def queue_head(self, queue: str) -> QueueHead:
@@ -290,6 +341,10 @@ class Store:
     ) -> list[SettledRecord]:
         """The settled feed (SPEC §4.11) after the position ``after``."""
         return feed.settled_jobs(self.using, after, limit, lanes=lanes, exclude_lanes=exclude_lanes)
+
+    def schedule_states(self) -> dict[str, ScheduleState]:
+        """Every periodic schedule's state row, by name."""
+        return schedules.states(self.using)
 
     # workers
 

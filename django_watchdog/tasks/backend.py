@@ -201,7 +201,6 @@ class WatchdogBackend(BaseTaskBackend):
     def _enqueue(self, new: NewJob, *, coalesce: bool) -> EnqueueResult:
         """Enqueue ``new``; if ``coalesce``, an identical queued job stands for it."""
         from ..store.store import Store
-        from ..store.twins import queued_twin
 
         store = Store(self.database)
         if not coalesce:
@@ -209,7 +208,7 @@ class WatchdogBackend(BaseTaskBackend):
         # A new uuid job id cannot conflict, so no savepoint is needed to keep the
         # caller's transaction usable; the twin's queue stays locked until it commits.
         with transaction.atomic(using=store.using, savepoint=False):
-            twin = queued_twin(store.using, new)
+            twin = store.queued_twin(new)
             if twin is not None:
                 return EnqueueResult(status="duplicate", job=twin)
             return store.enqueue(new)

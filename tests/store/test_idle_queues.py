@@ -11,8 +11,8 @@ from django.db import connection, transaction
 
 import django_watchdog as wd
 from django_watchdog.models import Job, Queue
-from django_watchdog.store.idle_queues import forget_idle_task_queues
 from django_watchdog.store.store import Partition, Store
+from django_watchdog.store.worker_store import WorkerStore
 
 from .helpers import in_background
 
@@ -47,7 +47,7 @@ def test_only_task_queues_that_no_job_names_are_forgotten() -> None:
     wd.enqueue(
         "later", queue="task:delayed", lane="task:x", run_after=timezone.now() + timedelta(hours=1)
     )
-    assert forget_idle_task_queues("default") == 2
+    assert Store("default").forget_idle_task_queues() == 2
     assert queue_names() == {
         "report-7",
         "Task:native",
@@ -56,12 +56,12 @@ def test_only_task_queues_that_no_job_names_are_forgotten() -> None:
         "task:settled",
         "task:delayed",
     }
-    assert forget_idle_task_queues("default") == 0
+    assert Store("default").forget_idle_task_queues() == 0
 
 
 def test_a_forgotten_queue_is_created_again_by_the_next_enqueue() -> None:
     idle_queue("task:again")
-    assert forget_idle_task_queues("default") == 1
+    assert Store("default").forget_idle_task_queues() == 1
     wd.enqueue("back", queue="task:again", lane="task:x")
     assert "task:again" in queue_names()
     assert Store().claim(Partition(lanes=["task:x"])).job.job_id == "back"
@@ -85,7 +85,7 @@ def test_an_enqueue_racing_the_cleanup_keeps_its_queue_row_and_is_claimed() -> N
 
     def cleanup() -> None:
         assert entered.wait(10)
-        forgotten.append(forget_idle_task_queues("default"))
+        forgotten.append(Store("default").forget_idle_task_queues())
 
     threads = [in_background(enqueue, errors), in_background(cleanup, errors)]
     try:
@@ -122,7 +122,7 @@ def test_cleanup_concurrent_with_enqueues_loses_no_job() -> None:
     def cleaner() -> None:
         try:
             while not done.is_set():
-                forget_idle_task_queues("default")
+                Store("default").forget_idle_task_queues()
         finally:
             connection.close()
 
@@ -149,5 +149,5 @@ def test_the_workers_retention_pass_forgets_idle_task_queues() -> None:
     from django_watchdog.engine.housekeeping import Housekeeping
 
     idle_queue("task:pruned-long-ago")
-    Housekeeping("default", SystemClock(), schedules={}).prune(timedelta(days=1))
+    Housekeeping(WorkerStore("default"), SystemClock(), schedules={}).prune(timedelta(days=1))
     assert "task:pruned-long-ago" not in queue_names()

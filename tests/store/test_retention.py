@@ -9,8 +9,8 @@ import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.engine.housekeeping import Housekeeping, retention
 from django_watchdog.models import Job, PrunedJob
-from django_watchdog.store.retention import prune, prune_batches
 from django_watchdog.store.store import Partition, Store
+from django_watchdog.store.worker_store import WorkerStore
 
 from .helpers import watchdog_settings
 
@@ -37,27 +37,27 @@ def test_prunes_only_settled_jobs_older_than_the_age():
     run("old-2", days_ago=8, decision=Decision.failed("ValueError: x"))
     run("recent", days_ago=1)
     wd.enqueue("queued-later", queue="other")
-    assert prune("default", older_than=7 * DAY, now=timezone.now()) == 2
+    assert Store("default").prune(older_than=7 * DAY, now=timezone.now()) == 2
     assert remaining() == ["queued-later", "recent"]
 
 
 def test_never_prunes_past_the_first_pending_job_of_the_feed():
     wd.enqueue("blocker", queue="slow", lane="slow")  # pending, and first in the feed
     run("behind", days_ago=30)
-    assert prune("default", older_than=DAY, now=timezone.now()) == 0
+    assert Store("default").prune(older_than=DAY, now=timezone.now()) == 0
     assert "behind" in remaining()
     # The feed would not hand "behind" out either, until "blocker" settles.
     assert wd.settled_jobs() == []
     claimed = Store().claim(Partition(lanes=("slow",)))
     Store().settle("blocker", claimed.claim_token, Decision.completed())
-    assert prune("default", older_than=DAY, now=timezone.now()) == 1
+    assert Store("default").prune(older_than=DAY, now=timezone.now()) == 1
     assert remaining() == ["blocker"]
 
 
 def test_deletes_in_batches_of_the_given_size():
     for n in range(7):
         run(f"job-{n}", days_ago=5)
-    batches = list(prune_batches("default", older_than=DAY, now=timezone.now(), batch_size=3))
+    batches = list(Store("default").prune_batches(older_than=DAY, now=timezone.now(), batch_size=3))
     assert batches == [3, 3, 1]
     assert remaining() == []
 
@@ -65,7 +65,9 @@ def test_deletes_in_batches_of_the_given_size():
 def test_max_batches_bounds_one_pass():
     for n in range(5):
         run(f"job-{n}", days_ago=5)
-    assert prune("default", older_than=DAY, now=timezone.now(), batch_size=2, max_batches=2) == 4
+    assert (
+        Store("default").prune(older_than=DAY, now=timezone.now(), batch_size=2, max_batches=2) == 4
+    )
     assert remaining() == ["job-4"]
 
 
@@ -75,7 +77,7 @@ def test_a_feed_reader_keeps_its_place_across_a_prune():
     first = wd.settled_jobs(limit=1)
     assert [r.job.job_id for r in first] == ["a"]
     run("c", days_ago=0)
-    assert prune("default", older_than=DAY, now=timezone.now()) == 2
+    assert Store("default").prune(older_than=DAY, now=timezone.now()) == 2
     assert [r.job.job_id for r in wd.settled_jobs(after=first[0].cursor)] == ["c"]
 
 
@@ -103,7 +105,7 @@ def test_workers_prune_periodically_when_retention_is_set():
     run("old", days_ago=3)
     clock = Clock()
     with watchdog_settings(RETENTION=2 * 86400):
-        housekeeping = Housekeeping("default", clock, schedules={})
+        housekeeping = Housekeeping(WorkerStore("default"), clock, schedules={})
         housekeeping.run_due()
         assert remaining() == []
         run("old-too", days_ago=3)
@@ -125,7 +127,7 @@ def test_workers_prune_periodically_when_retention_is_set():
 
 def test_without_id_retention_a_pruned_job_id_enqueues_as_a_new_job():
     run("receipt", days_ago=10)
-    assert prune("default", older_than=7 * DAY, now=timezone.now()) == 1
+    assert Store("default").prune(older_than=7 * DAY, now=timezone.now()) == 1
     assert wd.enqueue("receipt", queue="receipt").status == "queued"
     assert not PrunedJob.objects.exists()
 
@@ -133,7 +135,7 @@ def test_without_id_retention_a_pruned_job_id_enqueues_as_a_new_job():
 @watchdog_settings(RETENTION=7 * DAY, ID_RETENTION=30 * DAY)
 def test_with_id_retention_a_pruned_job_id_is_a_duplicate():
     run("receipt", days_ago=10, decision=Decision.failed("ValueError: x"))
-    assert prune("default", older_than=7 * DAY, now=timezone.now()) == 1
+    assert Store("default").prune(older_than=7 * DAY, now=timezone.now()) == 1
     assert remaining() == []
 
     again = wd.enqueue("receipt", queue="receipt", payload={"other": "arguments"})
@@ -154,10 +156,10 @@ def test_with_id_retention_a_pruned_job_id_is_a_duplicate():
 def test_pruned_ids_are_forgotten_once_id_retention_has_passed():
     run("recent", days_ago=10)
     run("ancient", days_ago=40)  # already past ID_RETENTION when pruned
-    assert prune("default", older_than=7 * DAY, now=timezone.now()) == 2
+    assert Store("default").prune(older_than=7 * DAY, now=timezone.now()) == 2
     assert list(PrunedJob.objects.values_list("job_id", flat=True)) == ["recent"]
     later = timezone.now() + 25 * DAY  # "recent" settled 35 days before then
-    prune("default", older_than=7 * DAY, now=later)
+    Store("default").prune(older_than=7 * DAY, now=later)
     assert not PrunedJob.objects.exists()
     assert wd.enqueue("recent", queue="recent").status == "queued"
     assert wd.enqueue("ancient", queue="ancient").status == "queued"
@@ -166,7 +168,7 @@ def test_pruned_ids_are_forgotten_once_id_retention_has_passed():
 def test_turning_id_retention_off_forgets_the_kept_ids():
     with watchdog_settings(ID_RETENTION=30 * DAY):
         run("receipt", days_ago=10)
-        prune("default", older_than=7 * DAY, now=timezone.now())
+        Store("default").prune(older_than=7 * DAY, now=timezone.now())
     assert PrunedJob.objects.count() == 1
-    prune("default", older_than=7 * DAY, now=timezone.now())
+    Store("default").prune(older_than=7 * DAY, now=timezone.now())
     assert not PrunedJob.objects.exists()

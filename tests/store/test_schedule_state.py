@@ -12,6 +12,7 @@ from django_watchdog.engine.housekeeping import Housekeeping
 from django_watchdog.engine.schedules import Schedule, database_fire, tick_of
 from django_watchdog.engine.worker import WatchdogWorker, WorkerOptions
 from django_watchdog.models import Job, ScheduleState
+from django_watchdog.store.worker_store import WorkerStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,7 +33,7 @@ def test_first_fire_records_state_then_each_tick_is_enqueued_once():
     schedule = Schedule.parse(
         "report", cron="* * * * *", lane="reports", priority=3, payload={"kind": "minutely"}
     )
-    fire = database_fire("default")
+    fire = database_fire(WorkerStore("default"))
     first = fire(schedule, at(10))
     assert first.enqueued == () and first.handled_until == at(10)
     state = ScheduleState.objects.get(name="report")
@@ -55,7 +56,7 @@ def test_first_fire_records_state_then_each_tick_is_enqueued_once():
 
 def test_a_tick_already_enqueued_is_a_duplicate_and_a_differing_job_a_conflict():
     schedule = Schedule.parse("report", cron="* * * * *", missed="all")
-    fire = database_fire("default")
+    fire = database_fire(WorkerStore("default"))
     fire(schedule, at(1))
     wd.enqueue(schedule.job_id(at(60)), queue="schedule:report")  # same fields: duplicate
     wd.enqueue(schedule.job_id(at(120)), queue="elsewhere")  # other fields: conflict
@@ -68,16 +69,16 @@ def test_a_tick_already_enqueued_is_a_duplicate_and_a_differing_job_a_conflict()
 
 def test_state_survives_restart_and_missed_policy_applies():
     schedule = Schedule.parse("report", cron="* * * * *", missed="latest")
-    database_fire("default")(schedule, at(1))
+    database_fire(WorkerStore("default"))(schedule, at(1))
     # Every worker down for an hour; a new one (fresh Scheduler, same database) starts.
-    fired = database_fire("default")(schedule, at(3605))
+    fired = database_fire(WorkerStore("default"))(schedule, at(3605))
     assert fired.enqueued == (schedule.job_id(at(3600)),)
 
 
 @pytest.mark.postgres_only
 def test_concurrent_workers_enqueue_each_tick_once():
     schedule = Schedule.parse("tick", cron="* * * * * *", missed="all")
-    database_fire("default")(schedule, at(0.5))
+    database_fire(WorkerStore("default"))(schedule, at(0.5))
     results, errors = [], []
     barrier = threading.Barrier(4)
 
@@ -85,7 +86,7 @@ def test_concurrent_workers_enqueue_each_tick_once():
         try:
             barrier.wait()
             for step in range(1, 9):
-                results.append(database_fire("default")(schedule, at(step + 0.5)))
+                results.append(database_fire(WorkerStore("default"))(schedule, at(step + 0.5)))
         except Exception as error:  # noqa: BLE001 - reported below
             errors.append(error)
         finally:
@@ -127,7 +128,7 @@ def test_the_worker_enqueues_due_ticks_from_its_main_loop(registered_schedule):
         WorkerOptions(worker_id="w-1"),
         handlers={"other": lambda job: None},
         clock=clock,
-        housekeeping=Housekeeping("default", clock, schedules=schedules.configured()),
+        housekeeping=Housekeeping(WorkerStore("default"), clock, schedules=schedules.configured()),
     )
     worker.start(threads=False)
     worker.run_once()

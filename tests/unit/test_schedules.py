@@ -10,6 +10,7 @@ from django_watchdog import schedules
 from django_watchdog.domain.errors import InvalidInput
 from django_watchdog.engine.housekeeping import Housekeeping
 from django_watchdog.engine.schedules import MISSED_LIMIT, Fired, Schedule, Scheduler, tick_of
+from django_watchdog.store.worker_store import WorkerStore
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -259,5 +260,5 @@ def test_housekeeping_without_schedules_or_retention_never_touches_the_store(cle
     def fire(schedule, now):  # pragma: no cover - must not run
         raise AssertionError("no schedule is configured")
 
-    housekeeping = Housekeeping("default", FakeClock(), fire=fire)
+    housekeeping = Housekeeping(WorkerStore("default"), FakeClock(), fire=fire)
     housekeeping.run_due()  # no database access: this unit test has none

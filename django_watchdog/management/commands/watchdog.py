@@ -24,8 +24,7 @@ from ...engine import liveness
 from ...engine.housekeeping import retention
 from ...ops import status as status_view
 from ...ops.tables import ago, parse_age
-from ...store import retention as store_retention
-from ...store.store import Store
+from ...store.store import PRUNE_BATCH, Store
 
 #: The units ``--older-than`` accepts, as its help and its refusal name them.
 AGE_UNITS = "s (seconds), m (minutes), h (hours), d (days), w (weeks), or ISO 8601 such as P7D"
@@ -122,9 +121,9 @@ class Command(BaseCommand):
         prune.add_argument(
             "--batch-size",
             type=_batch_size,
-            default=store_retention.PRUNE_BATCH,
+            default=PRUNE_BATCH,
             metavar="N",
-            help=f"Jobs deleted per transaction (default {store_retention.PRUNE_BATCH}).",
+            help=f"Jobs deleted per transaction (default {PRUNE_BATCH}).",
         )
         self._yes(prune)
 
@@ -269,17 +268,16 @@ class Command(BaseCommand):
             return
         if not self._confirm(options, f"Delete {count} settled jobs {older}?"):
             return
+        store = Store(using)
         total = 0
-        for deleted in Store(using).prune_batches(
+        for deleted in store.prune_batches(
             older_than=age, now=now, batch_size=options["batch_size"]
         ):
             total += deleted
             self.stdout.write(f"deleted {deleted} jobs ({total} so far)")
         self.stdout.write(f"{total} settled jobs pruned")
-        from ...store.idle_queues import forget_idle_task_queues
-
         forgotten = 0
-        while (batch := forget_idle_task_queues(using)) > 0:
+        while (batch := store.forget_idle_task_queues()) > 0:
             forgotten += batch
         if forgotten:
             self.stdout.write(f"{forgotten} idle task queues forgotten")

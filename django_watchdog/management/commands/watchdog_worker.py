@@ -22,6 +22,7 @@ from ...handlers import registered, registered_options
 from ...schedules import configured
 from ...store.batches import BATCH_MAX
 from ...store.sessions import configure_worker_connections
+from ...store.worker_store import WorkerStore
 
 if TYPE_CHECKING:
     from ...prometheus.worker import WorkerMetrics
@@ -167,6 +168,7 @@ class Command(BaseCommand):
         handlers = registered()
         extra = {"worker_id": worker_id} if worker_id else {}
         clock = SystemClock()
+        store = WorkerStore(using)
         worker = WatchdogWorker(
             WorkerOptions(
                 lanes=lanes,
@@ -180,8 +182,9 @@ class Command(BaseCommand):
             ),
             handlers=handlers,
             lane_options=registered_options(),
-            housekeeping=Housekeeping(using, clock, schedules=configured()),
+            housekeeping=Housekeeping(store, clock, schedules=configured()),
             using=using,
+            store=store,
             clock=clock,
         )
         if not worker.lanes:
