@@ -181,11 +181,12 @@ class QueueAdmin(ReadOnlyAdmin):
 
     # Purging deletes jobs, so it needs the ``delete_job`` permission.
 
-    def has_purge_permission(self, request: HttpRequest) -> bool:
+    def has_purge_queued_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("django_watchdog.delete_job")
 
     @admin.action(
-        permissions=["purge"], description=gettext_lazy("Purge the queued jobs of selected queues")
+        permissions=["purge_queued"],
+        description=gettext_lazy("Purge the queued jobs of selected queues"),
     )
     def purge_queued(self, request: HttpRequest, queryset: QuerySet[Queue]) -> HttpResponse | None:
         names = list(

@@ -144,18 +144,6 @@ class Schedule:
             return []
         return latest
 
-    def describe(self) -> dict[str, Any]:
-        """The schedule as plain JSON-able values (``manage.py watchdog status --json``)."""
-        return {
-            "name": self.name,
-            "cron": self.cron,
-            "queue": self.queue,
-            "lane": self.lane,
-            "priority": self.priority,
-            "missed": self.missed,
-            "timezone": self.timezone,
-        }
-
 
 def tick_of(job_id: str) -> datetime | None:
     """The tick a schedule's job id stands for, or ``None`` for any other job id."""

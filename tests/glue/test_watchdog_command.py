@@ -188,7 +188,7 @@ def test_destructive_actions_refuse_without_a_terminal_or_yes():
     with pytest.raises(CommandError, match="--yes"):
         watchdog("fail-lane", "mail", "--reason", "r")
     with pytest.raises(CommandError, match="--yes"):
-        watchdog("purge", "q")
+        watchdog("purge-queued", "q")
     with pytest.raises(CommandError, match="--yes"):
         watchdog("prune", "--older-than", "1d")
     assert Job.objects.get(job_id="m").state == "queued"
@@ -197,11 +197,11 @@ def test_destructive_actions_refuse_without_a_terminal_or_yes():
 
 def test_confirmation_on_a_terminal():
     wd.enqueue("m", queue="q")
-    out = watchdog("purge", "q", stdin=Terminal("n\n"))  # "no" is not an error: exit 0
+    out = watchdog("purge-queued", "q", stdin=Terminal("n\n"))  # "no" is not an error: exit 0
     assert "Delete 1 queued jobs of queue 'q'? [y/N]" in out
     assert "nothing changed" in out
     assert Job.objects.filter(job_id="m").exists()
-    out = watchdog("purge", "q", stdin=Terminal("y\n"))
+    out = watchdog("purge-queued", "q", stdin=Terminal("y\n"))
     assert "Delete 1 queued jobs of queue 'q'? [y/N]" in out
     assert "1 queued jobs deleted" in out
     assert not Job.objects.exists()
@@ -211,9 +211,9 @@ def test_purge_keeps_running_jobs():
     wd.enqueue("r", queue="q")
     wd.enqueue("w", queue="q")
     Store().claim()
-    assert "1 queued jobs deleted" in watchdog("purge", "q", "--yes")
+    assert "1 queued jobs deleted" in watchdog("purge-queued", "q", "--yes")
     assert list(Job.objects.values_list("job_id", flat=True)) == ["r"]
-    assert "has no queued jobs" in watchdog("purge", "q")
+    assert "has no queued jobs" in watchdog("purge-queued", "q")
 
 
 def test_bad_arguments_name_the_problem():
@@ -275,7 +275,7 @@ def test_every_prompt_shows_its_count_and_no_changes_nothing():
     out = watchdog("fail-lane", "mail", "--reason", "r", stdin=Terminal("no\n"))
     assert "Fail 2 queued and running jobs of lane 'mail' ('r')? [y/N]" in out
     assert "nothing changed" in out
-    out = watchdog("purge", "q", stdin=Terminal("\n"))
+    out = watchdog("purge-queued", "q", stdin=Terminal("\n"))
     assert "Delete 2 queued jobs of queue 'q'? [y/N]" in out
     assert "nothing changed" in out
     assert sorted(Job.objects.values_list("job_id", "state", "outcome")) == before
@@ -344,7 +344,7 @@ def test_exit_code_and_message_from_the_shell():
 
     env = {**os.environ, **env}
     done = subprocess.run(
-        [sys.executable, "-m", "django", "watchdog", "purge", "q"],
+        [sys.executable, "-m", "django", "watchdog", "purge-queued", "q"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -355,7 +355,7 @@ def test_exit_code_and_message_from_the_shell():
     assert done.returncode == 0 and "no queued jobs" in done.stdout
     wd.enqueue("m", queue="q")
     done = subprocess.run(
-        [sys.executable, "-m", "django", "watchdog", "purge", "q"],
+        [sys.executable, "-m", "django", "watchdog", "purge-queued", "q"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -98,7 +98,7 @@ class Command(BaseCommand):
         fail.add_argument("--reason", required=True, help="The failure reason (1-200 chars).")
         self._yes(fail)
 
-        purge = actions.add_parser("purge", help="Delete a queue's queued jobs.")
+        purge = actions.add_parser("purge-queued", help="Delete a queue's queued jobs.")
         purge.add_argument("queue", metavar="QUEUE")
         self._yes(purge)
 
@@ -148,7 +148,7 @@ class Command(BaseCommand):
             "cancel": self.cancel,
             "rerun": self.rerun,
             "fail-lane": self.fail_lane,
-            "purge": self.purge,
+            "purge-queued": self.purge_queued,
             "recover": self.recover,
             "prune": self.prune,
         }
@@ -221,7 +221,7 @@ class Command(BaseCommand):
                 break
         self.stdout.write(f"lane {lane!r}: {total} jobs failed")
 
-    def purge(self, using: str, options: dict[str, Any]) -> None:
+    def purge_queued(self, using: str, options: dict[str, Any]) -> None:
         from ...models import Job
 
         queue = validation.identifier(options["queue"], "queue")
