@@ -12,7 +12,6 @@ import django_watchdog as wd
 from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import Job
 from django_watchdog.signals import queue_changed
-from django_watchdog.store import batches
 from django_watchdog.store.batches import Settlement
 from django_watchdog.store.claims import Partition
 from django_watchdog.store.store import Store
@@ -25,8 +24,8 @@ ALL = Partition()
 
 
 def take(limit: int, partition: Partition = ALL, worker_id: str = "w") -> list[ClaimResult]:
-    _, claimed = batches.settle_and_claim(
-        "default", [], claim_next=partition, limit=limit, worker_id=worker_id
+    _, claimed = Store("default").settle_and_claim(
+        [], claim_next=partition, limit=limit, worker_id=worker_id
     )
     assert all(isinstance(c, ClaimResult) for c in claimed)
     return claimed  # type: ignore[return-value]
@@ -61,8 +60,8 @@ def test_settling_a_batch_readies_each_queue_and_reports_each_job() -> None:
         Settlement("c1", "not-the-token", DONE),
         Settlement("nope", "t", DONE),
     ]
-    settled, claimed = batches.settle_and_claim(
-        "default", settlements, claim_next=Partition(lanes=("default",)), limit=5
+    settled, claimed = Store("default").settle_and_claim(
+        settlements, claim_next=Partition(lanes=("default",)), limit=5
     )
     assert [s.status for s in settled] == ["settled", "settled", "conflict", "missing"]
     assert settled[0].job and settled[0].job.result == {"n": 1}
@@ -75,7 +74,7 @@ def test_settling_a_batch_readies_each_queue_and_reports_each_job() -> None:
         "b2",
     ]
     assert row("other")["ready"] and row("c2")["ready"] is False
-    again, _ = batches.settle_and_claim("default", settlements[:1])
+    again, _ = Store("default").settle_and_claim(settlements[:1])
     assert again[0].status == "replayed"
 
 
@@ -83,7 +82,7 @@ def test_a_batch_settles_a_job_cancelled_while_claimed_as_cancelled() -> None:
     wd.enqueue("a", queue="q")
     (a,) = take(1)
     assert a.claim_token and wd.cancel("a").status == "recorded"
-    (settled,), _ = batches.settle_and_claim("default", [Settlement("a", a.claim_token, DONE)])
+    (settled,), _ = Store("default").settle_and_claim([Settlement("a", a.claim_token, DONE)])
     assert settled.status == "settled" and row("a")["outcome"] == "cancelled"
 
 
@@ -104,7 +103,7 @@ def test_released_jobs_go_back_to_their_place_uncounted() -> None:
     wd.enqueue("b", queue="q")
     (a,) = take(1)
     assert a.claim_token
-    _, claimed = batches.settle_and_claim("default", [], release=[("a", a.claim_token)])
+    _, claimed = Store("default").settle_and_claim([], release=[("a", a.claim_token)])
     assert claimed == []
     stored = row("a")
     assert (stored["state"], stored["claim_token"], stored["ready"]) == ("queued", None, True)
@@ -132,8 +131,7 @@ def test_with_receivers_every_settle_of_a_batch_is_announced(announced) -> None:
     a, b = take(2)
     assert a.job and b.job and a.claim_token and b.claim_token
     announced.clear()
-    batches.settle_and_claim(
-        "default",
+    Store("default").settle_and_claim(
         [Settlement("a1", a.claim_token, DONE), Settlement("b1", b.claim_token, DONE)],
     )
     assert announced == [("a", "a2", "a1"), ("b", "b2", "b1")]
@@ -152,8 +150,8 @@ def test_concurrent_batch_claimers_never_share_a_job_or_a_queue() -> None:
     def work(worker: int) -> None:
         held: list[Settlement] = []
         while True:
-            _, claimed = batches.settle_and_claim(
-                "default", held, claim_next=ALL, limit=4, worker_id=f"w{worker}"
+            _, claimed = Store("default").settle_and_claim(
+                held, claim_next=ALL, limit=4, worker_id=f"w{worker}"
             )
             held = []
             for result in claimed:
@@ -193,7 +191,7 @@ def test_sqlite_statements_fit_the_librarys_parameter_limit() -> None:
         claimed = take(40)
         assert len(claimed) == 40
         settlements = [Settlement(c.job.job_id, c.claim_token, DONE) for c in claimed if c.job]
-        settled, _ = batches.settle_and_claim("default", settlements)
+        settled, _ = Store("default").settle_and_claim(settlements)
         assert [s.status for s in settled] == ["settled"] * 40
         assert Job.objects.filter(ready=True).count() == 40, "each queue's next head"
     finally:

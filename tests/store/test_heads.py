@@ -49,8 +49,6 @@ def test_head_is_per_queue() -> None:
 
 
 def test_the_heads_of_many_queues_read_at_once_are_each_queues_own() -> None:
-    from django_watchdog.store import heads
-
     wd.enqueue("run", queue="busy")
     wd.enqueue("after", queue="busy")
     assert Store().claim().status == "claimed"
@@ -58,7 +56,7 @@ def test_the_heads_of_many_queues_read_at_once_are_each_queues_own() -> None:
     wd.enqueue("high", queue="waiting", priority=5)
     wd.cancel("high")
     names = ["busy", "waiting", "empty", "busy"]
-    assert heads.read_many("default", names) == {
-        name: heads.read("default", name) for name in names
+    assert Store("default").queue_heads(names) == {
+        name: Store("default").queue_head(name) for name in names
     }
-    assert heads.read_many("default", []) == {}
+    assert Store("default").queue_heads([]) == {}

@@ -41,7 +41,6 @@ from django_watchdog import JobConflict
 from django_watchdog.domain.states import Outcome
 from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import FeedClock, Job, Queue, Worker
-from django_watchdog.store import batches
 from django_watchdog.store.batches import Settlement
 from django_watchdog.store.claims import Partition as Lanes
 from django_watchdog.store.store import Store
@@ -474,8 +473,8 @@ class StoreMachine(RuleBasedStateMachine):
         """
         part = PARTITIONS[partition]
         ready = sorted((j for j in self.claimable() if part.holds(j.lane)), key=lambda j: j.rank)
-        _, claimed = batches.settle_and_claim(
-            "default", [], claim_next=WORKER_LANES[partition], limit=limit, worker_id="w"
+        _, claimed = Store("default").settle_and_claim(
+            [], claim_next=WORKER_LANES[partition], limit=limit, worker_id="w"
         )
         expected = ready[:limit]
         assert [r.job.job_id for r in claimed if isinstance(r, ClaimResult) and r.job] == [
@@ -510,7 +509,7 @@ class StoreMachine(RuleBasedStateMachine):
             token = self.pick_token(self.jobs.get(job_id), pick)
             chosen.setdefault(job_id, Settlement(job_id, token, DECISIONS[decision]))
         settlements = list(chosen.values())
-        results, _ = batches.settle_and_claim("default", settlements)
+        results, _ = Store("default").settle_and_claim(settlements)
         if len(settlements) > 1:
             event("settle_batch: several jobs")
         for settlement, result in zip(settlements, results, strict=True):
