@@ -54,18 +54,19 @@ def claim(
     """Take the best ready job of the partition: run it, or settle it if it was cancelled.
 
     On PostgreSQL the candidate's queue row is locked with SKIP LOCKED, so concurrent
-    claimers spread over queues instead of waiting on each other. ``token``: the claim's
-    token prefix (a fresh one if ``None``); of the attempts below, only one writes a row.
+    claimers spread over queues instead of waiting on each other; a claim that passed a
+    claimable job over that way tries again, up to ``CLAIM_ATTEMPTS`` statements. ``token``:
+    the claim's token prefix (a fresh one if ``None``); of the attempts, only one writes a row.
     """
     token = token or new_claim_token()
     for _ in range(CLAIM_ATTEMPTS):
         with claim_transaction(using):
-            result = claim_in_transaction(using, partition, worker_id, token=token)
-        if result is not None:
-            if isinstance(result, WatchdogError):
-                raise result
-            return result
-        if not _any_ready(using, partition):
+            taken, passed_over = take_ready(using, partition, 1, worker_id, token=token)
+        if taken:
+            if isinstance(taken[0], WatchdogError):
+                raise taken[0]
+            return taken[0]
+        if not passed_over:
             break
     return ClaimResult(status="none")
 
@@ -78,13 +79,6 @@ def claim_transaction(using: str) -> AbstractContextManager[Any]:
 
 def _lanes(partition: Partition) -> tuple[str, dict[str, str]]:
     return lane_predicate("j.lane", partition.lanes, partition.exclude_lanes)
-
-
-def _any_ready(using: str, partition: Partition) -> bool:
-    predicate, params = _lanes(partition)
-    d = dialect(using)
-    now = d.param_datetime(timezone.now())
-    return bool(d.fetch(d.any_ready_sql(predicate), {**params, "now": now}))
 
 
 def claim_statement(
@@ -111,7 +105,7 @@ def claim_in_transaction(
     using: str, partition: Partition, worker_id: str | None, *, token: str | None = None
 ) -> ClaimResult | WatchdogError | None:
     """One claim inside the caller's transaction; ``None`` when no ready job was taken."""
-    taken = claim_ready(using, partition, 1, worker_id, token=token)
+    taken, _ = take_ready(using, partition, 1, worker_id, token=token)
     return taken[0] if taken else None
 
 
@@ -125,14 +119,30 @@ def claim_ready(
 ) -> list[ClaimResult | WatchdogError]:
     """Take up to ``limit`` ready jobs in one statement, best first, under the token
     prefix ``token`` (a fresh one if ``None``)."""
+    taken, _ = take_ready(using, partition, limit, worker_id, token=token)
+    return taken
+
+
+def take_ready(
+    using: str,
+    partition: Partition,
+    limit: int,
+    worker_id: str | None,
+    *,
+    token: str | None = None,
+) -> tuple[list[ClaimResult | WatchdogError], bool]:
+    """``claim_ready``, and whether, having taken nothing, the claim passed over a job that
+    looked claimable (a locked queue, a row another claim changed first): worth a retry."""
     sql, params = claim_statement(
         using, partition, token=token or new_claim_token(), worker_id=worker_id, limit=limit
     )
     found = dialect(using).fetch(sql, params)
-    if len(found) > 1:
+    pk = rows.column_index("id")
+    taken = [row for row in found if row[pk] is not None]
+    if len(taken) > 1:
         priority, position = rows.column_index("priority"), rows.column_index("position")
-        found.sort(key=lambda row: (-row[priority], row[position] or 0))
-    return [_taken(using, row) for row in found]
+        taken.sort(key=lambda row: (-row[priority], row[position] or 0))
+    return [_taken(using, row) for row in taken], len(taken) < len(found)
 
 
 def _taken(using: str, row: Sequence[Any]) -> ClaimResult | WatchdogError:

@@ -372,8 +372,9 @@ class Store:
             )
 
     def heartbeat(self, worker_id: str) -> bool:
-        with self._waits(), transaction.atomic(using=self.using):
-            dialect(self.using).bound_lock_waits()
+        """Stamp the worker alive: one statement, its own transaction (an idle worker's
+        cost); ``False`` if its row was reaped."""
+        with self._waits():
             return workers.heartbeat(self.using, worker_id)
 
     def deregister(self, worker_id: str) -> None:

@@ -13,6 +13,7 @@ from django.db import transaction
 from ..domain.states import State
 from ..models import Job, Worker
 from .clock import DatabaseClock
+from .dialects import dialect
 
 
 class Registered(NamedTuple):
@@ -54,12 +55,10 @@ def register(
 
 
 def heartbeat(using: str, worker_id: str) -> bool:
-    """Mark the worker alive now, on the database's clock; ``False`` if its row is gone
-    (another worker reaped it)."""
+    """Mark the worker alive now, on the database's clock, in one statement (the caller's
+    transaction, or its own); ``False`` if its row is gone (another worker reaped it)."""
 
-    return bool(
-        Worker.objects.using(using).filter(worker_id=worker_id).update(heartbeat_at=DatabaseClock())
-    )
+    return dialect(using).heartbeat(worker_id)
 
 
 def deregister(using: str, worker_id: str) -> None:

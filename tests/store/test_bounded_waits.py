@@ -8,17 +8,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 
 import pytest
 from django.db import connection, connections, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.models import Job
-from django_watchdog.store import sessions
+from django_watchdog.store import claims, sessions
 from django_watchdog.store.claims import Partition
 from django_watchdog.store.store import Store
 from django_watchdog.store.waits import LockBusy
@@ -36,15 +37,21 @@ BOUND = 0.2
 PROMPTLY = 5.0
 
 
-@contextmanager
-def queue_held(name: str) -> Iterator[None]:
+def queue_held(name: str) -> AbstractContextManager[None]:
     """Hold ``name``'s queue lock in another connection while the block runs."""
+    return row_held("SELECT 1 FROM watchdog_queue WHERE name = %s FOR UPDATE", name)
+
+
+@contextmanager
+def row_held(lock: str, key: str) -> Iterator[None]:
+    """Hold the row lock ``lock`` takes (bound to ``key``) in another connection while the
+    block runs."""
     holding, release = threading.Event(), threading.Event()
     errors: list[BaseException] = []
 
     def hold() -> None:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM watchdog_queue WHERE name = %s FOR UPDATE", [name])
+            cursor.execute(lock, [key])
             holding.set()
             assert release.wait(60), "the test never released the lock"
 
@@ -83,6 +90,21 @@ def test_the_bound_ends_with_the_transaction(store):
     wd.enqueue("a", queue="q")
     claim = claimed()
     store.settle("a", claim.claim_token, DONE)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW lock_timeout")
+        assert cursor.fetchone()[0] == "0"
+
+
+def test_a_heartbeat_behind_a_held_worker_row_gives_up_after_the_lock_timeout(store):
+    """The heartbeat is one statement in autocommit, bounded all the same; its bound ends
+    with it."""
+    store.register("w", started_at=timezone.now(), lanes=(), exclude_lanes=(), concurrency=1)
+    with row_held("SELECT 1 FROM watchdog_worker WHERE worker_id = %s FOR UPDATE", "w"):
+        started = time.monotonic()
+        with pytest.raises(LockBusy):
+            store.heartbeat("w")
+        assert BOUND <= time.monotonic() - started < PROMPTLY
+    assert store.heartbeat("w") is True
     with connection.cursor() as cursor:
         cursor.execute("SHOW lock_timeout")
         assert cursor.fetchone()[0] == "0"
@@ -134,6 +156,17 @@ def test_claims_skip_a_held_queue(store):
     with queue_held("held-q"):
         result = store.claim(Partition(), worker_id="me")
     assert result.job.job_id == "free"
+
+
+def test_a_claim_that_passed_a_held_queues_job_over_tries_again(store):
+    """The claim statement says when its snapshot showed a claimable job it did not take
+    (here: its queue is held): the claim tries again, up to ``CLAIM_ATTEMPTS`` statements,
+    then reports none."""
+    wd.enqueue("held", queue="held-q")
+    with queue_held("held-q"), CaptureQueriesContext(connection) as sent:
+        assert store.claim(Partition(), worker_id="me").status == "none"
+    assert len(sent.captured_queries) == claims.CLAIM_ATTEMPTS, sent.captured_queries
+    assert store.claim(Partition(), worker_id="me").job.job_id == "held"
 
 
 def test_public_verbs_are_not_bounded():

@@ -80,9 +80,20 @@ def _plan(lanes: tuple[str, ...], exclude_lanes: tuple[str, ...]) -> str:
 @pytest.mark.usefixtures("realistic_table")
 def test_claim_over_all_lanes_uses_the_claim_index() -> None:
     plan = _plan((), ())
-    assert "watchdog_job_claim" in plan, plan
-    assert "watchdog_job_claim_lane" not in plan, plan
+    claim = _without_the_probe(plan)
+    assert "watchdog_job_claim" in claim, plan
+    assert "watchdog_job_claim_lane" not in claim, plan
     _assert_no_scan_of_the_job_table(plan)
+
+
+def _without_the_probe(plan: str) -> str:
+    """The plan less PostgreSQL's probe for claimable jobs the claim passed over (an
+    ``InitPlan``, run only when it took none): that probe may read either claim index."""
+    if connection.vendor != "postgresql":
+        return plan
+    claim, probe = plan.split("InitPlan", 1)
+    assert "watchdog_job_claim" in probe, plan
+    return claim
 
 
 @pytest.mark.usefixtures("realistic_table")

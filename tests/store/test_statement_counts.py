@@ -1,5 +1,6 @@
 """The hot paths' statement budget: what one job of the default worker and one ``enqueue()``
-send to the database, pinned so a round trip added back fails here.
+send to the database, and what an idle worker sends while it waits (a claim that finds
+nothing, a heartbeat), pinned so a round trip added back fails here.
 
 The default worker, busy, does one thing per job: a transaction that settles the job it ran
 and claims the next (``WorkerStore.settle`` with ``claim_next``). Counted is every exchange
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.store.claims import Partition, new_claim_token
@@ -35,6 +37,11 @@ SETTLE_AND_CLAIM = {"postgresql": 5, "sqlite": 7}
 ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4}
 #: postgresql: BEGIN; lock the queue (it exists); insert and settle its head; COMMIT.
 ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5}
+#: An idle worker's claim, every poll: one statement that takes nothing and says whether
+#: ready jobs were left (skipped queues: try again), in autocommit.
+IDLE_CLAIM = {"postgresql": 1, "sqlite": 1}
+#: A heartbeat, every ``HEARTBEAT_INTERVAL``: one bounded statement, in autocommit.
+HEARTBEAT = {"postgresql": 1, "sqlite": 1}
 
 
 @contextmanager
@@ -94,3 +101,25 @@ def test_one_enqueue_in_its_own_transaction(queue: str, budget: dict[str, int]) 
         assert wd.enqueue("new", queue=queue).status == "queued"
     assert len(sent) == expected, sent
     assert commits(sent) == 1
+
+
+def test_an_idle_workers_claim_is_one_statement() -> None:
+    budget = _budget(IDLE_CLAIM)
+    wd.enqueue("elsewhere", queue="q", lane="other")  # ready, but not in the partition
+    store = WorkerStore("default")
+    with exchanges() as sent:
+        result = store.claim(Partition(lanes=("mine",)), worker_id="w")
+    assert result.status == "none"
+    assert len(sent) == budget, sent
+
+
+def test_a_heartbeat_is_one_statement() -> None:
+    budget = _budget(HEARTBEAT)
+    store = WorkerStore("default")
+    store.register("w", started_at=timezone.now(), lanes=(), exclude_lanes=(), concurrency=1)
+    with exchanges() as sent:
+        assert store.heartbeat("w") is True
+    assert len(sent) == budget, sent
+    with exchanges() as sent:
+        assert store.heartbeat("reaped") is False
+    assert len(sent) == budget, sent

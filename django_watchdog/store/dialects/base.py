@@ -19,7 +19,7 @@ is Django's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -50,6 +50,8 @@ class Dialect:
     #: Whether the driver loads ``timestamptz`` values Python cannot hold (then watchdog
     #: installs a loader that marks them unreadable: ``store.timestamps``).
     LOADS_TIMESTAMPTZ: ClassVar[bool] = False
+    #: Whether ``claim_sql`` is the whole claim, so it may run in autocommit.
+    ONE_STATEMENT_CLAIM: ClassVar[bool] = False
 
     # The statements every dialect names (a new dialect defines each, composed from
     # ``common``); those that take the partition's lane terms are functions of them.
@@ -62,6 +64,7 @@ class Dialect:
     CREATE_CLOCK: ClassVar[str]
     ADVANCE_CLOCK: ClassVar[str]
     ANY_UNPOSITIONED: ClassVar[str]
+    HEARTBEAT: ClassVar[str]
 
     def __init__(self, using: str) -> None:
         self.using = using
@@ -173,12 +176,11 @@ class Dialect:
 
     def claim_sql(self, lanes: str) -> str:
         """Take up to ``%(limit)s`` best claimable jobs (``%(now)s``) under ``%(token)s``
-        for ``%(worker_id)s``, returning their rows (the claim statement)."""
+        for ``%(worker_id)s``, returning their rows (the claim statement). A dialect whose
+        claim can pass over a claimable job (a locked queue, a row another claim changed
+        first) returns, when it took none, one row whose ``id`` is NULL if its snapshot
+        showed one all the same: the caller tries again (``claims.CLAIM_ATTEMPTS``)."""
         raise NotImplementedError
-
-    def any_ready_sql(self, lanes: str) -> str:
-        """Whether a job of the partition could be claimed now (``common.any_ready``)."""
-        return _any_ready(self.is_set, lanes)
 
     def retry_pending_sql(self, lanes: str) -> str:
         return common.retry_pending(lanes)
@@ -211,6 +213,12 @@ class Dialect:
     def notify(self, lane: str) -> None:
         """Wake idle workers of ``lane`` once this transaction commits."""
         raise NotImplementedError
+
+    def heartbeat(self, worker_id: str) -> bool:
+        """Stamp the worker alive (``HEARTBEAT``) in one statement, in the caller's
+        transaction or on its own (autocommit), waiting for its row's lock no longer than
+        the caller's bound (``waits.bounded``); ``False`` if the row is gone."""
+        return self.execute(self.HEARTBEAT, {"worker_id": worker_id}) > 0
 
     def settle_and_refresh(
         self, params: Params, queue: str, quiet_lanes: Sequence[str]
@@ -290,13 +298,12 @@ class Dialect:
     # transactions
 
     def claim_transaction(self, *, announcing: bool) -> AbstractContextManager[Any]:
-        """The transaction a claim needs (``announcing``: ``queue_changed`` has receivers)."""
+        """The transaction a claim needs (``announcing``: ``queue_changed`` has receivers):
+        none where the claim is one statement (``ONE_STATEMENT_CLAIM``: atomic on its own)
+        and nothing is announced with it; an idle worker claims every poll."""
+        if self.ONE_STATEMENT_CLAIM and not announcing:
+            return nullcontext()
         return transaction.atomic(using=self.using)
-
-
-@lru_cache(maxsize=64)
-def _any_ready(is_set: Callable[[str], str], lanes: str) -> str:
-    return common.any_ready(is_set, lanes)
 
 
 @lru_cache(maxsize=64)

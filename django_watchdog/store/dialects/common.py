@@ -258,6 +258,14 @@ SELECT 1 FROM watchdog_job j
 """
 
 
+# worker rows
+
+
+def heartbeat(now: str) -> str:
+    """Stamp worker ``%(worker_id)s`` alive on the database's clock (no row: it was reaped)."""
+    return f"UPDATE watchdog_worker SET heartbeat_at = {now} WHERE worker_id = %(worker_id)s"
+
+
 # the settled feed
 
 CREATE_CLOCK = (

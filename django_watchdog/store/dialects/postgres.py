@@ -16,18 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
-
-from django.db import transaction
+from typing import Any
 
 from ...conf import prepared_statements
 from .base import Params
 from .postgres_claims import PostgresClaims
 from .postgres_enqueue import PostgresEnqueue
 from .postgres_upkeep import PostgresUpkeep
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
 
 #: psycopg prepares a statement only when asked (``prepare=True``): ours.
 NEVER_AUTO_PREPARE = 2**31 - 1
@@ -52,6 +47,7 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
     vendor = "postgresql"
     WAKE = "notify"
     LOADS_TIMESTAMPTZ = True
+    ONE_STATEMENT_CLAIM = True
 
     def fast_path(self) -> bool:
         """Prepared statements, unless ``conf.prepared_statements()`` says no
@@ -75,15 +71,6 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         self, raw: Any, sql: str, params: Params, many: bool, context: Mapping[str, Any]
     ) -> Any:
         return raw.execute(sql, params, prepare=True)
-
-    def claim_transaction(self, *, announcing: bool) -> AbstractContextManager[Any]:
-        """None without ``queue_changed`` receivers: the claim is one statement (atomic on
-        its own, and one round trip instead of three: an idle worker's wake-up latency)."""
-        if not announcing:
-            from contextlib import nullcontext
-
-            return nullcontext()
-        return transaction.atomic(using=self.using)
 
     def configure_session(self, values: Sequence[tuple[str, str]]) -> None:
         params: dict[str, str] = {}

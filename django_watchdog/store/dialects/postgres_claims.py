@@ -53,6 +53,17 @@ SELECT q.name FROM watchdog_queue q
 """
 NOTIFY = "SELECT pg_notify(%(channel)s, %(lane)s)"
 
+# worker rows
+
+HEARTBEAT = common.heartbeat(NOW)
+#: The same, first bounding lock waits for the rest of the transaction (in autocommit,
+#: this statement's): a bounded heartbeat in one round trip. The row is updated above the
+#: join, so ``bound`` is evaluated before its lock is waited for.
+HEARTBEAT_BOUNDED = f"""
+WITH bound AS MATERIALIZED (SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS t)
+UPDATE watchdog_worker SET heartbeat_at = {NOW} FROM bound WHERE worker_id = %(worker_id)s
+"""
+
 # claim, settle
 
 
@@ -60,7 +71,12 @@ NOTIFY = "SELECT pg_notify(%(channel)s, %(lane)s)"
 def claim(lanes: str) -> str:
     """Take the best ready jobs of the partition in one statement; each candidate's queue
     row is locked with SKIP LOCKED, so concurrent claimers spread over queues instead of
-    waiting on each other."""
+    waiting on each other.
+
+    Having taken none, it returns one row of NULLs if its snapshot showed a claimable job
+    all the same (its queue was locked, or another claim took it first): worth another
+    try. No row at all: nothing of the partition was claimable.
+    """
     return f"""
 WITH candidate AS (
     SELECT {common.CANDIDATE_COLUMNS}
@@ -71,11 +87,15 @@ WITH candidate AS (
      LIMIT %(limit)s
        FOR UPDATE OF q SKIP LOCKED
 ),
-picked AS ({common.picked("candidate")})
-UPDATE watchdog_job AS taken SET {common.claim_set(NOW)}
-  FROM picked
- WHERE taken.id = picked.id AND taken.ready = TRUE AND taken.state = 'queued'
-RETURNING {common.job_columns("taken")}
+picked AS ({common.picked("candidate")}),
+claimed AS (
+    UPDATE watchdog_job AS taken SET {common.claim_set(NOW)}
+      FROM picked
+     WHERE taken.id = picked.id AND taken.ready = TRUE AND taken.state = 'queued'
+    RETURNING {common.job_columns("taken")}
+)
+SELECT claimed.* FROM (VALUES (1)) AS one LEFT JOIN claimed ON TRUE
+ WHERE claimed.id IS NOT NULL OR EXISTS ({common.any_ready(is_set, lanes)})
 """
 
 
@@ -163,6 +183,7 @@ class PostgresClaims(Dialect):
 
     NOW = NOW
     SETTLE, RETRY, PRIOR, HEAD = SETTLE, RETRY, PRIOR, HEAD
+    HEARTBEAT = HEARTBEAT
 
     # locks
 
@@ -197,6 +218,13 @@ class PostgresClaims(Dialect):
         else:
             rows = self.fetch(LOCK_QUEUE_OF_JOB, {"job_id": job_id})
         return str(rows[0][0]) if rows else None
+
+    def heartbeat(self, worker_id: str) -> bool:
+        """Stamp the worker alive in one round trip, bounded as the caller is."""
+        if (seconds := waits.limit()) is None:
+            return super().heartbeat(worker_id)
+        params = {"lock_timeout": waits.milliseconds(seconds), "worker_id": worker_id}
+        return self.execute(HEARTBEAT_BOUNDED, params) > 0
 
     def notify(self, lane: str) -> None:
         """Wake idle workers of ``lane`` once this transaction commits."""

@@ -62,6 +62,7 @@ SETTLE = common.settle(NOW)
 RETRY = common.retry(NOW)
 PRIOR = common.PRIOR
 QUEUE_OF_JOB = "SELECT queue FROM watchdog_job WHERE job_id = %(job_id)s"
+HEARTBEAT = common.heartbeat(NOW)
 
 # queue heads
 
@@ -221,6 +222,9 @@ class SqliteDialect(Dialect):
     vendor = "sqlite"
     NOW = NOW
     WAKE = "data_version"
+    #: One write statement takes the write lock before it reads (as ``BEGIN IMMEDIATE``
+    #: does), so it sees every committed job and passes none over: no row of NULLs.
+    ONE_STATEMENT_CLAIM = True
     is_set = staticmethod(is_set)
     is_unset = staticmethod(is_unset)
 
@@ -228,6 +232,7 @@ class SqliteDialect(Dialect):
     ANY_DUE, NEXT_DUE = ANY_DUE, NEXT_DUE
     CREATE_CLOCK, ADVANCE_CLOCK = common.CREATE_CLOCK, common.ADVANCE_CLOCK
     ANY_UNPOSITIONED = common.any_unpositioned(is_unset)
+    HEARTBEAT = HEARTBEAT
 
     def _execute_on_driver(
         self, raw: Any, sql: str, params: Params, many: bool, context: Mapping[str, Any]
