@@ -159,6 +159,13 @@ class WatchdogWorker:
         #: look again (a delayed job enqueued since is due later, and the next idle wait's
         #: look sees it). One statement per idle poll instead of two.
         self._nothing_delayed = False
+        #: The idle wait's last look found nothing delayed or retrying, and nothing woke the
+        #: worker since: with a waker, whatever enqueues a delayed job wakes it, so the next
+        #: idle wait need not look again (a retry another worker made is claimed when due
+        #: all the same: the claim reads ``retry_at``). An idle poll is then one statement.
+        self._nothing_due_seen = False
+        #: Whether a waker tells this worker of changes (``start()``): without one it looks.
+        self._wakes_on_changes = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -183,6 +190,7 @@ class WatchdogWorker:
             self._waker = make_waker(self.using, self.wake, lambda: self.free_slots() > 0)
             if self._waker is not None:
                 self._waker.start()
+                self._wakes_on_changes = True
 
     def run(self) -> int:
         """Serve until ``stop()`` (or, with ``burst``, until no ready work remains); exit code."""
@@ -200,8 +208,9 @@ class WatchdogWorker:
                     break
                 if started and not self.exhausted and self.free_slots():
                     continue  # ready work remains: claim again without sleeping
-                self.wake.wait(timeout=self._idle_wait())
+                woken = self.wake.wait(timeout=self._idle_wait())
                 self.wake.clear()
+                self._waited(woken=woken)
         finally:
             self.shutdown()
         return 0
@@ -354,19 +363,26 @@ class WatchdogWorker:
         if deadline is not None:
             wait = min(wait, max(0.0, deadline - self.clock.monotonic()))
         self._nothing_delayed = False
-        if self.exhausted:
+        if self.exhausted and self._nothing_due_seen and self._wakes_on_changes:
+            self._nothing_delayed = True  # still nothing: see _nothing_due_seen
+        elif self.exhausted:
             try:
                 due = self.store.next_due()
             except DatabaseError:
                 self.gate.failed()
                 due = None
             else:
-                self._nothing_delayed = due is None
+                self._nothing_delayed = self._nothing_due_seen = due is None
             if due is not None:
                 until_due = max(0.0, (due - self.clock.now()).total_seconds())
                 wait = min(wait, until_due)
                 self._promote_at = min(self._promote_at, self.clock.monotonic() + until_due)
         return wait
+
+    def _waited(self, *, woken: bool) -> None:
+        """The idle wait ended, ``woken`` by the event (a waker, a freed slot) or not."""
+        if woken:
+            self._nothing_due_seen = False
 
     # -- liveness, recovery and lanes ---------------------------------------------------
 

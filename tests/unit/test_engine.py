@@ -462,6 +462,22 @@ def test_an_idle_worker_promotes_a_delayed_job_when_it_comes_due():
     assert store.promotions > promotions
 
 
+def test_an_idle_worker_with_a_waker_looks_for_due_jobs_again_only_once_woken():
+    """With a waker, whatever enqueues a delayed job wakes the worker: until then the look
+    that found nothing stands, and an idle poll is the claim alone."""
+    store = DueCountingStore()
+    worker = make_worker(store, {"l": lambda job: None}, poll_interval=0.5)
+    worker._wakes_on_changes = True  # as start() with a waker thread sets it
+    _idle_polls(worker, 4)
+    assert store.due_looks == 1
+    store.due = worker.clock.now() + timedelta(seconds=0.2)  # a delayed job was enqueued
+    worker._waited(woken=True)  # its enqueue's notification
+    promotions = store.promotions
+    _idle_polls(worker, 2)
+    assert store.due_looks == 3  # the due time is looked for until the job is promoted
+    assert store.promotions > promotions
+
+
 def test_a_worker_with_every_slot_busy_still_promotes_each_poll():
     store = DueCountingStore()
     worker = make_worker(store, {"l": lambda job: None}, poll_interval=0.5)
