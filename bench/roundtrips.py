@@ -65,10 +65,17 @@ class Tally:
 
 def statement_names() -> dict[str, str]:
     """Statement text -> the name of the dialect constant that holds it."""
-    from django_watchdog.store.dialects import common, postgres, sqlite
+    from django_watchdog.store.dialects import (
+        common,
+        postgres,
+        postgres_claims,
+        postgres_enqueue,
+        postgres_upkeep,
+        sqlite,
+    )
 
     names: dict[str, str] = {}
-    for module in (common, postgres, sqlite):
+    for module in (common, postgres, postgres_claims, postgres_enqueue, postgres_upkeep, sqlite):
         for name, value in vars(module).items():
             if isinstance(value, str) and name.isupper() and len(value) > 20:
                 names.setdefault(" ".join(value.split()), name)
