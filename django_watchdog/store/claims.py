@@ -81,6 +81,17 @@ def _lanes(partition: Partition) -> tuple[str, dict[str, str]]:
     return lane_predicate("j.lane", partition.lanes, partition.exclude_lanes)
 
 
+def ready_probe(using: str, partition: Partition) -> object | None:
+    """What the partition's ready-job probe read (``any_ready_sql``): ``None`` if no job
+    could be claimed now. Where the dialect reads the best ready job's id, a change of
+    value is new work (the idle worker's probe, ``Dialect.WAKE == "probe"``)."""
+    predicate, params = _lanes(partition)
+    d = dialect(using)
+    now = d.param_datetime(timezone.now())
+    found = d.fetch(d.any_ready_sql(predicate), {**params, "now": now})
+    return found[0][0] if found else None
+
+
 def claim_statement(
     using: str,
     partition: Partition,
@@ -94,11 +105,17 @@ def claim_statement(
     Each claim token is ``token`` plus the job's rank in the claim. The index test
     EXPLAINs exactly this, so a refactor cannot silently make claims scan.
     """
+    predicate, bound = _claim_terms(using, partition, token, worker_id, limit)
+    return dialect(using).claim_sql(predicate), bound
+
+
+def _claim_terms(
+    using: str, partition: Partition, token: str, worker_id: str | None, limit: int
+) -> tuple[str, dict[str, Any]]:
+    """The partition's lane terms and the claim's parameters."""
     predicate, params = _lanes(partition)
-    d = dialect(using)
-    now = d.param_datetime(timezone.now())
-    bound = {**params, "now": now, "limit": limit, "token": token, "worker_id": worker_id}
-    return d.claim_sql(predicate), bound
+    now = dialect(using).param_datetime(timezone.now())
+    return predicate, {**params, "now": now, "limit": limit, "token": token, "worker_id": worker_id}
 
 
 def claim_in_transaction(
@@ -133,10 +150,8 @@ def take_ready(
 ) -> tuple[list[ClaimResult | WatchdogError], bool]:
     """``claim_ready``, and whether, having taken nothing, the claim passed over a job that
     looked claimable (a locked queue, a row another claim changed first): worth a retry."""
-    sql, params = claim_statement(
-        using, partition, token=token or new_claim_token(), worker_id=worker_id, limit=limit
-    )
-    found = dialect(using).fetch(sql, params)
+    predicate, params = _claim_terms(using, partition, token or new_claim_token(), worker_id, limit)
+    found = dialect(using).claim(predicate, params)
     pk = rows.column_index("id")
     taken = [row for row in found if row[pk] is not None]
     if len(taken) > 1:
@@ -235,8 +250,7 @@ def settle_in_transaction(
     if queue is None:
         return SettleResult(status="missing")
     if decision.retry_at is not None and decision.outcome == Outcome.FAILED:
-        changed = d.fetch(
-            d.RETRY,
+        changed = d.retry(
             {
                 "retry_at": d.param_datetime(decision.retry_at),
                 "traceback": decision.traceback,

@@ -25,6 +25,11 @@ class DatabaseClock(Func):
         )
         return self.as_sql(compiler, connection, template=template, **extra)
 
+    def as_mysql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        """MariaDB: UTC whatever the session's time zone (``NOW(6)`` follows it)."""
+        template = "UTC_TIMESTAMP(6) - INTERVAL ROUND(%(expressions)s * 1000000) MICROSECOND"
+        return self.as_sql(compiler, connection, template=template, **extra)
+
 
 class SecondsSince(Func):
     """Seconds from a datetime column (or expression) to the database's clock: a float."""
@@ -34,4 +39,8 @@ class SecondsSince(Func):
 
     def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
         template = "(julianday('now') - julianday(%(expressions)s)) * 86400.0"
+        return self.as_sql(compiler, connection, template=template, **extra)
+
+    def as_mysql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        template = "TIMESTAMPDIFF(MICROSECOND, %(expressions)s, UTC_TIMESTAMP(6)) / 1000000.0"
         return self.as_sql(compiler, connection, template=template, **extra)

@@ -49,8 +49,8 @@ def next_due(using: str) -> datetime | None:
     value = rows[0][0] if rows else None
     if isinstance(value, str):  # SQLite keeps datetimes as UTC text
         value = parse_datetime(value)
-        if value is not None and timezone.is_naive(value):
-            value = timezone.make_aware(value, UTC)
+    if isinstance(value, datetime) and timezone.is_naive(value):  # UTC (SQLite, MariaDB)
+        value = timezone.make_aware(value, UTC)
     return value if isinstance(value, datetime) else None
 
 

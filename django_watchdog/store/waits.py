@@ -4,7 +4,8 @@ A worker stopped (SIGSTOP) or cut off inside a transaction keeps its locks until
 ends that transaction. So every verb a worker runs waits for a lock at most
 ``WATCHDOG['LOCK_TIMEOUT']`` seconds (PostgreSQL's ``lock_timeout``, set for that
 transaction only, never for the session: handlers' own queries on the same connection are
-not bounded); past it the verb raises ``LockBusy`` and the worker skips that step until a
+not bounded; on MariaDB, ``max_statement_time`` on each of the dialect's lock-taking
+statements); past it the verb raises ``LockBusy`` and the worker skips that step until a
 later pass. Claims need no bound: they skip locked queues (``SKIP LOCKED``).
 
 SQLite needs nothing more: one write lock serves the whole database and its busy timeout
@@ -26,6 +27,10 @@ from ..conf import setting
 
 #: PostgreSQL's SQLSTATE for a lock wait that ran out (``lock_timeout``) or ``NOWAIT``.
 LOCK_NOT_AVAILABLE = "55P03"
+#: MariaDB's error numbers for the same: ``innodb_lock_wait_timeout`` ran out (1205), or
+#: the statement's ``max_statement_time`` did while it waited (1969: the dialect bounds its
+#: lock-taking statements so, the lock wait timeout taking whole seconds only).
+MARIADB_LOCK_WAIT_ENDED = (1205, 1969)
 
 #: Seconds this thread's store verbs may wait for a lock; ``None``: unbounded.
 _limit: ContextVar[float | None] = ContextVar("watchdog_lock_wait", default=None)
@@ -40,7 +45,10 @@ def is_lock_busy(error: BaseException) -> bool:
     if isinstance(error, LockBusy):
         return True
     cause = error.__cause__ if isinstance(error, DatabaseError) else error
-    return getattr(cause, "sqlstate", None) == LOCK_NOT_AVAILABLE
+    if getattr(cause, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+        return True
+    number = getattr(cause, "args", None) or (None,)
+    return type(cause).__module__.startswith("MySQLdb") and number[0] in MARIADB_LOCK_WAIT_ENDED
 
 
 def limit() -> float | None:

@@ -51,7 +51,7 @@ def _second_running_in_queue() -> None:
 def _raw_insert(**columns: Any) -> None:
     """INSERT a job row with raw SQL, bypassing the model entirely."""
     values = raw_job_row(**columns)
-    names = ", ".join(values)
+    names = ", ".join(map(connection.ops.quote_name, values))  # `delayed`: reserved on MariaDB
     marks = ", ".join(["%s"] * len(values))
     with connection.cursor() as cursor:
         cursor.execute(

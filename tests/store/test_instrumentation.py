@@ -54,7 +54,7 @@ def test_a_wrapper_sees_enqueue_claim_settle_and_head_statements() -> None:
         assert Store().settle("a", claimed.claim_token or "", DONE)[0].status == "settled"
     assert _any(enqueued, "INSERT INTO watchdog_job")
     assert _any(head, "FROM watchdog_job", "AS rank")
-    assert _any(claim, "UPDATE watchdog_job AS taken")
+    assert _any(claim, "UPDATE watchdog_job", "claim_token =")
     assert _any(settle, "UPDATE watchdog_job SET", "state = 'settled'")
 
 
@@ -67,7 +67,7 @@ def test_a_wrapper_sees_a_batching_workers_settle_and_claim() -> None:
     with watched() as statements:
         _, claimed = store.settle_and_claim([], claim_next=Partition(), limit=3, worker_id="w")
     assert len(claimed) == 3
-    assert _any(statements, "UPDATE watchdog_job AS taken")
+    assert _any(statements, "UPDATE watchdog_job", "claim_token =")
 
 
 def test_the_query_log_counts_enqueue_claim_settle_and_head_statements() -> None:
@@ -87,5 +87,5 @@ def test_the_query_log_counts_enqueue_claim_settle_and_head_statements() -> None
     }
     assert _any(logged["enqueue"], "INSERT INTO watchdog_job"), logged
     assert _any(logged["head"], "AS rank"), logged
-    assert _any(logged["claim"], "UPDATE watchdog_job AS taken"), logged
+    assert _any(logged["claim"], "UPDATE watchdog_job", "claim_token ="), logged
     assert _any(logged["settle"], "state = 'settled'"), logged

@@ -33,9 +33,9 @@ def _write_raw(job_id: str, queue: str, cancellation_id: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO watchdog_job (job_id, queue, lane, priority, state, recovery_count,"
-            " ready, delayed, position, attempts, enqueued_at, cancellation_id)"
-            " VALUES (%s, %s, 'default', 0, 'queued', 0, TRUE, FALSE, 0, 0, CURRENT_TIMESTAMP,"
-            " %s)",
+            f" ready, {connection.ops.quote_name('delayed')}, position, attempts, enqueued_at,"
+            " cancellation_id) VALUES (%s, %s, 'default', 0, 'queued', 0, TRUE, FALSE, 0, 0,"
+            " CURRENT_TIMESTAMP, %s)",
             [job_id, queue, cancellation_id],
         )
         cursor.execute("UPDATE watchdog_job SET position = id WHERE job_id = %s", [job_id])

@@ -26,10 +26,12 @@ __all__ = [
 ]
 
 #: ``connection.vendor`` → the dialect's class, as ``module:Class`` (imported on first use:
-#: the PostgreSQL one needs psycopg).
+#: the PostgreSQL one needs psycopg, the MariaDB one mysqlclient).
 DIALECTS = {
     "sqlite": "django_watchdog.store.dialects.sqlite:SqliteDialect",
     "postgresql": "django_watchdog.store.dialects.postgres:PostgresDialect",
+    # Django's MySQL backend; the refusal (``supported_databases``) admits MariaDB 10.6+ only.
+    "mysql": "django_watchdog.store.dialects.mariadb:MariadbDialect",
 }
 
 

@@ -45,7 +45,8 @@ class Dialect:
     #: wrote it, and a settle always stamps before the claim it makes possible.
     NOW: ClassVar[str]
     #: How idle workers learn of new work sooner than their next poll: ``"notify"``
-    #: (``notifications()``), ``"data_version"`` (``data_version()``), or ``None``.
+    #: (``notifications()``), ``"data_version"`` (``data_version()``), ``"probe"`` (a
+    #: frequent ``any_ready_sql`` read), or ``None``.
     WAKE: ClassVar[str | None] = None
     #: Whether the driver loads ``timestamptz`` values Python cannot hold (then watchdog
     #: installs a loader that marks them unreadable: ``store.timestamps``).
@@ -181,6 +182,19 @@ class Dialect:
         first) returns, when it took none, one row whose ``id`` is NULL if its snapshot
         showed one all the same: the caller tries again (``claims.CLAIM_ATTEMPTS``)."""
         raise NotImplementedError
+
+    def claim(self, lanes: str, params: Params) -> list[Row]:
+        """Run the claim (``claim_sql``'s parameters): the rows it took, or the one row
+        with a NULL ``id`` that says it passed a claimable job over (see ``claim_sql``)."""
+        return self.fetch(self.claim_sql(lanes), params)
+
+    def any_ready_sql(self, lanes: str) -> str:
+        """Whether a job of the partition could be claimed now (``common.any_ready``)."""
+        return common.any_ready(self.is_set, lanes)
+
+    def retry(self, params: Params) -> list[Row]:
+        """Run ``RETRY`` (its parameters): the row it changed, if any."""
+        return self.fetch(self.RETRY, params)
 
     def retry_pending_sql(self, lanes: str) -> str:
         return common.retry_pending(lanes)

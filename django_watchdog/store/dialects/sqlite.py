@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import common
 from .base import Dialect, Params, Row
+from .new_heads import best_new_jobs
 
 if TYPE_CHECKING:
     from ..enqueue import NewJob
@@ -317,7 +318,7 @@ class SqliteDialect(Dialect):
         stamp = self.param_datetime(now)
         found = self.fetch_rows(create_queues, CREATE_QUEUES_ROW, [(q, stamp) for q in queues])
         created = {name for (name,) in found}
-        heads_of_created = _best_new_jobs(batch, delays, created)
+        heads_of_created = best_new_jobs(batch, delays, created)
         values = [
             (index, *self.job_values(new, delays[index]).values(), index in heads_of_created)
             for index, new in enumerate(batch)
@@ -378,14 +379,3 @@ class SqliteDialect(Dialect):
             return ()
         return (name, f"{name}-wal")
 
-
-def _best_new_jobs(batch: Sequence[NewJob], delays: Sequence[bool], queues: set[str]) -> set[int]:
-    """Indexes in ``batch`` of each of ``queues``' best non-delayed job (older wins ties)."""
-    best: dict[str, int] = {}
-    for index, new in enumerate(batch):
-        if delays[index] or new.queue not in queues:
-            continue
-        held = best.get(new.queue)
-        if held is None or new.priority > batch[held].priority:
-            best[new.queue] = index
-    return set(best.values())

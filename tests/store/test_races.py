@@ -1,6 +1,6 @@
-"""PostgreSQL: concurrent claimers, out-of-order commits and the settled feed, and racing
-recoveries. Each thread uses its own connection; the test database is really committed to
-(``transaction=True``)."""
+"""PostgreSQL and MariaDB: concurrent claimers, out-of-order commits and the settled feed,
+racing enqueues, cancels and recoveries. Each thread uses its own connection; the test
+database is really committed to (``transaction=True``). SQLite has one writer at a time."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 import django_watchdog as wd
@@ -21,7 +21,44 @@ from django_watchdog.store.store import Store
 
 from .helpers import DONE, assert_serial_in_order, in_background, in_threads
 
-pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.skipif(
+        connections["default"].vendor == "sqlite",
+        reason="needs concurrent writers (PostgreSQL or MariaDB)",
+    ),
+    pytest.mark.django_db(transaction=True),
+]
+
+#: Other sessions of this database waiting for a lock (MariaDB: a statement in flight
+#: while every test thread but the waiter sits idle in its transaction; the processlist
+#: shows the user's own threads without the PROCESS privilege).
+LOCK_WAITERS = {
+    "postgresql": (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    ),
+    "mysql": (
+        "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE()"
+        " AND command = 'Query' AND id <> CONNECTION_ID()"
+    ),
+}
+#: Make this session's lock waits fail after a second, and undo it.
+SHORT_LOCK_WAITS = {
+    "postgresql": ("SET lock_timeout = '1s'", "RESET lock_timeout"),
+    "mysql": (
+        "SET SESSION innodb_lock_wait_timeout = 1",
+        "SET SESSION innodb_lock_wait_timeout = DEFAULT",
+    ),
+}
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # The activity view is read once per transaction unless its snapshot is cleared.
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(LOCK_WAITERS[connection.vendor])
+        return int(cursor.fetchone()[0])
 
 
 def test_concurrent_claimers_never_share_a_job_or_a_queue() -> None:
@@ -187,7 +224,7 @@ def test_two_reapers_reconcile_the_same_claim_one_wins() -> None:
         statuses = in_threads(2, lambda _: Store().reconcile("j", claim.claim_token).status)  # type: ignore[arg-type]  # noqa: B023
         assert sorted(statuses) == ["conflict", "requeued"]
     assert Job.objects.get(job_id="j").recovery_count == 5
-    assert connection.vendor == "postgresql"
+    assert connection.vendor != "sqlite"
 
 
 @pytest.mark.parametrize(("second_priority", "head"), [(5, "second"), (-5, "first")])
@@ -217,14 +254,9 @@ def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready
         # The second enqueue must be waiting on the first's uncommitted queue row.
         waited = False
         for _ in range(1000):
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )
-                if cursor.fetchone()[0]:
-                    waited = True
-                    break
+            if _lock_waiters():
+                waited = True
+                break
             time.sleep(0.01)  # polling for the wait, not waiting for an outcome
         assert waited, "the second enqueue did not wait for the queue's creator"
     finally:
@@ -258,15 +290,16 @@ def test_a_feed_read_with_nothing_to_number_leaves_the_clock_alone() -> None:
     holder = in_background(hold_the_clock, errors)
     try:
         assert holding.wait(10)
+        short, default = SHORT_LOCK_WAITS[connection.vendor]
         with connection.cursor() as cursor:
             # A reader that queued for the lock fails at once instead of hanging the test.
-            cursor.execute("SET lock_timeout = '1s'")
+            cursor.execute(short)
         try:
             assert wd.settled_jobs(first[-1].cursor) == []
             assert [record.job.job_id for record in wd.settled_jobs()] == ["a"]
         finally:
             with connection.cursor() as cursor:
-                cursor.execute("RESET lock_timeout")
+                cursor.execute(default)
     finally:
         release.set()
         holder.join(timeout=30)
@@ -297,14 +330,9 @@ def test_two_cancels_racing_for_one_intent_id_on_two_queues_record_it_once() -> 
         assert entered.wait(10)
         waited = False
         for _ in range(1000):
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )
-                if cursor.fetchone()[0]:
-                    waited = True
-                    break
+            if _lock_waiters():
+                waited = True
+                break
             time.sleep(0.01)  # polling for the wait, not waiting for an outcome
         assert waited, "the second cancel did not wait for the first's intent"
     finally:
@@ -348,14 +376,7 @@ def _wait_for_a_lock_wait() -> None:
     """Until another backend of this database waits on a lock (``second`` queued on qa)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        with connection.cursor() as cursor:
-            # The activity view is read once per transaction unless its snapshot is cleared.
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0]:
-                return
+        if _lock_waiters():
+            return
         time.sleep(0.02)
     raise AssertionError("the second transaction never waited for the queue lock")

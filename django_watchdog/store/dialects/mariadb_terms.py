@@ -1,0 +1,54 @@
+"""MariaDB's spellings, shared by its dialect modules: the clock, booleans, the reserved
+``delayed``, the job columns, statements without ``RETURNING``, bounded lock waits, and the
+server's error numbers."""
+
+from __future__ import annotations
+
+from .. import waits
+from . import common
+
+NOW = "UTC_TIMESTAMP(6)"
+DUPLICATE_KEY = 1062
+
+
+def quoted(column: str) -> str:
+    """``column`` (maybe ``alias.column``) with ``delayed``, a reserved word, quoted."""
+    alias, dot, name = column.rpartition(".")
+    return f"{alias}{dot}`{name}`" if name == "delayed" else column
+
+
+def is_set(column: str) -> str:
+    return f"{quoted(column)} = TRUE"
+
+
+def is_unset(column: str) -> str:
+    return f"{quoted(column)} = FALSE"
+
+
+def job_columns(alias: str = "") -> str:
+    """Every job column (``common.JOB_COLUMNS``), quoted, optionally qualified."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}`{column}`" for column in common.JOB_COLUMNS)
+
+
+def without_returning(statement: str) -> str:
+    """A ``common`` update without its ``RETURNING`` clause (MariaDB has none on UPDATE)."""
+    return statement[: statement.rindex("RETURNING")]
+
+
+def bounded(sql: str) -> tuple[str, dict[str, float]]:
+    """``sql`` bounded to ``waits.limit()`` seconds in a bounded block (``waits``)."""
+    seconds = waits.limit()
+    if seconds is None:
+        return sql, {}
+    limit = max(0.001, round(seconds, 3))
+    return f"SET STATEMENT max_statement_time = %(max_statement_time)s FOR {sql}", {
+        "max_statement_time": limit
+    }
+
+
+def error_code(error: BaseException) -> int | None:
+    """The server's error number behind a Django database error."""
+    cause = error.__cause__ or error
+    args = getattr(cause, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None

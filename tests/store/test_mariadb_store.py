@@ -1,0 +1,139 @@
+"""The traps of the MySQL family, through the store on a real MariaDB: exact ids, 4-byte
+UTF-8, JSON kept as text, microseconds, and a repeated enqueue while the first is
+uncommitted (the race tests in ``test_races.py`` run here too)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection, transaction
+
+import django_watchdog as wd
+from django_watchdog.domain.errors import JobConflict
+from django_watchdog.models import Job
+from django_watchdog.store.store import Store
+
+from .helpers import DONE, in_background
+
+pytestmark = pytest.mark.mariadb_only
+
+
+@pytest.mark.django_db
+def test_ids_queues_and_lanes_compare_exactly() -> None:
+    """A case- and accent-insensitive, PAD SPACE collation would make these one job."""
+    names = ["A", "a", "a ", "á", "ä"]
+    for name in names:
+        assert wd.enqueue(name, queue=name).status == "queued"
+    assert sorted(Job.objects.values_list("job_id", flat=True)) == sorted(names)
+    for name in names:
+        assert wd.queue_head(name).job_id == name
+        assert wd.enqueue(name, queue=name).status == "duplicate"
+    with pytest.raises(JobConflict):
+        wd.enqueue("A", queue="a")
+
+
+@pytest.mark.django_db
+def test_four_byte_utf8_in_every_text_reads_back() -> None:
+    text = "job-\U0001f600-\U00020000"
+    payload = {"emoji": "\U0001f4a9", "nested": ["\U0001f600"]}
+    wd.enqueue(text, queue=text, payload=payload)
+    claim = Store().claim()
+    assert claim.job is not None and claim.job.job_id == text and claim.job.queue == text
+    assert claim.job.payload == payload
+    Store().settle(text, claim.claim_token or "", DONE)
+    assert wd.get_job(text).payload == payload  # type: ignore[union-attr]
+
+
+@pytest.mark.django_db
+def test_payload_identity_is_the_json_value_not_its_text() -> None:
+    """MariaDB keeps JSON as text: a repeat with the keys in another order, or 1.0 for 1,
+    is the same value (a duplicate), as on the other databases."""
+    wd.enqueue("j", queue="q", payload={"a": 1, "b": [1, 2]})
+    assert wd.enqueue("j", queue="q", payload={"b": [1.0, 2], "a": 1}).status == "duplicate"
+    with pytest.raises(JobConflict) as conflict:
+        wd.enqueue("j", queue="q", payload={"a": 1, "b": [2, 1]})
+    assert "payload" in str(conflict.value)
+
+
+@pytest.mark.django_db
+def test_timestamps_keep_microseconds() -> None:
+    run_after = datetime(2030, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+    wd.enqueue("later", queue="q", run_after=run_after)
+    wd.enqueue("now", queue="q2")
+    assert wd.get_job("later").run_after == run_after  # type: ignore[union-attr]
+    claim = Store().claim()
+    assert claim.job is not None
+    stored = Job.objects.get(job_id="now")
+    assert stored.started_at == claim.job.started_at
+    assert stored.enqueued_at is not None and stored.started_at is not None
+    assert stored.started_at - stored.enqueued_at < timedelta(minutes=5)
+    assert Store().next_due() == run_after
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("queue", "commit", "expected"),
+    [
+        ("q1", True, "duplicate"),  # waits on the queue's lock, then finds the row
+        ("q2", True, "conflict"),  # waits on the job id's unique entry, then 1062
+        ("q2", False, "queued"),  # the first rolled back: the repeat inserts
+    ],
+)
+def test_a_repeat_while_the_first_is_uncommitted_never_writes_a_second_row(
+    queue: str, commit: bool, expected: str
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+    outcome: list[str] = []
+
+    class RolledBack(Exception):
+        pass
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                wd.enqueue("x", queue="q1")
+                entered.set()
+                assert release.wait(30), "the test never released the first enqueue"
+                if not commit:
+                    raise RolledBack
+        except RolledBack:
+            pass
+
+    def second() -> None:
+        assert entered.wait(30)
+        try:
+            outcome.append(wd.enqueue("x", queue=queue).status)
+        except JobConflict:
+            outcome.append("conflict")
+
+    threads = [in_background(first, errors), in_background(second, errors)]
+    try:
+        assert entered.wait(30)
+        _until_another_session_waits()
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not errors, errors
+    assert outcome == [expected]
+    assert Job.objects.filter(job_id="x").count() == 1
+    assert Job.objects.get(job_id="x").queue == ("q1" if commit else queue)
+
+
+def _until_another_session_waits() -> None:
+    """Until a statement of another session of this database is in flight (the second
+    enqueue, blocked: the first sits idle in its transaction)."""
+    waiting = threading.Event()
+    for _ in range(3000):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE()"
+                " AND command = 'Query' AND id <> CONNECTION_ID()"
+            )
+            if cursor.fetchone()[0]:
+                return
+        waiting.wait(0.01)  # polling for the wait, with a deadline
+    raise AssertionError("the repeat never waited for the first enqueue")
