@@ -10,13 +10,22 @@ whichever is higher:
   servers itself when it connects.
 - SQLite: ``RETURNING`` needs 3.35 (``UPDATE … FROM`` 3.33); ``django_watchdog.E012``
   reports an older library.
-- MariaDB: not yet (its dialect is in progress). MySQL: not supported, since it cannot be
-  tested where watchdog is built. Any other vendor (Oracle, …): not supported.
+- MariaDB: 10.6 (``SKIP LOCKED``; ``RETURNING`` on ``INSERT`` is 10.5), with connections at
+  READ COMMITTED (``OPTIONS["isolation_level"] = "read committed"``): the store reads what
+  the previous holder of a lock committed, and the API joins the caller's transaction, whose
+  isolation cannot change once it has begun. Django 6 needs 10.11 and refuses older
+  servers itself when it connects.
+- MySQL: not supported, since it cannot be tested where watchdog is built. Any other vendor
+  (Oracle, …): not supported.
+
+Without a connection (``manage.py check`` without ``--database``) a MySQL-backend alias is
+judged by its settings only: MariaDB and MySQL cannot be told apart before connecting.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from types import SimpleNamespace
 
 from django.db import DatabaseError, connections
 
@@ -26,6 +35,10 @@ SQLITE_MINIMUM = (3, 35, 0)
 SQLITE_VERSION = sqlite3.sqlite_version_info
 #: What the PostgreSQL statements need (``tcp_user_timeout`` is PostgreSQL 12).
 POSTGRES_MINIMUM = (12,)
+#: What the MariaDB statements need (``SKIP LOCKED`` is MariaDB 10.6).
+MARIADB_MINIMUM = (10, 6)
+#: The isolation the store needs on MariaDB, as Django's ``OPTIONS`` spell it.
+MARIADB_ISOLATION = "read committed"
 
 
 def _dotted(version: tuple[int, ...]) -> str:
@@ -41,9 +54,26 @@ def postgres_minimum() -> tuple[int, ...]:
     return max(POSTGRES_MINIMUM, tuple(DatabaseFeatures.minimum_database_version or ()))
 
 
+def mariadb_minimum() -> tuple[int, ...]:
+    """The oldest MariaDB both watchdog and the installed Django accept."""
+    try:
+        from django.db.backends.mysql.features import DatabaseFeatures
+    except ImportError:  # no MySQL driver installed: Django's floor is unknown
+        return MARIADB_MINIMUM
+    # Django's floor depends on the server kind: asked for a MariaDB one.
+    floor = getattr(DatabaseFeatures.minimum_database_version, "func", None)
+    if floor is None:
+        return MARIADB_MINIMUM
+    mariadb = SimpleNamespace(connection=SimpleNamespace(mysql_is_mariadb=True))
+    return max(MARIADB_MINIMUM, tuple(floor(mariadb) or ()))
+
+
 def supported() -> str:
     """The databases watchdog runs on, as a refusal's message ends."""
-    return f"PostgreSQL {_dotted(postgres_minimum())}+, SQLite {_dotted(SQLITE_MINIMUM)}+"
+    return (
+        f"PostgreSQL {_dotted(postgres_minimum())}+, SQLite {_dotted(SQLITE_MINIMUM)}+, "
+        f"MariaDB {_dotted(mariadb_minimum())}+ (at READ COMMITTED; not MySQL)"
+    )
 
 
 def refusal(alias: str, *, connect: bool) -> str | None:
@@ -66,22 +96,37 @@ def refusal(alias: str, *, connect: bool) -> str | None:
             )
         return None
     if vendor == "mysql":
-        return f"{where} {_mysql_family(alias, connect)}. Supported: {supported()}."
+        problem = _mysql_family(alias, connect) or _isolation(alias)
+        return f"{where} {problem}. Supported: {supported()}." if problem else None
     name = getattr(connection, "display_name", vendor)
     return f"{where} is {name}, which watchdog does not support. Supported: {supported()}."
 
 
-def _mysql_family(alias: str, connect: bool) -> str:
-    """What a MySQL-backend alias is, as much as can be said."""
-    if connect:
-        connection = connections[alias]
-        try:
-            mariadb = bool(connection.mysql_is_mariadb)  # type: ignore[attr-defined]
-            version = _dotted(tuple(connection.mysql_version))  # type: ignore[attr-defined]
-        except DatabaseError:
-            pass
-        else:
-            if mariadb:
-                return f"is MariaDB {version}: MariaDB support is in progress"
-            return f"is MySQL {version}, which watchdog does not support"
-    return "uses the MySQL backend: MySQL is not supported and MariaDB support is in progress"
+def _mysql_family(alias: str, connect: bool) -> str | None:
+    """What is wrong with a MySQL-backend alias's server, if it can be told (``connect``)."""
+    if not connect:
+        return None
+    connection = connections[alias]
+    try:
+        mariadb = bool(connection.mysql_is_mariadb)  # type: ignore[attr-defined]
+        version = tuple(connection.mysql_version)  # type: ignore[attr-defined]
+    except DatabaseError:
+        return None  # the server does not answer: the worker's own start reports that
+    if not mariadb:
+        return f"is MySQL {_dotted(version)}, which watchdog does not support"
+    if version[:2] < mariadb_minimum():
+        floor = _dotted(mariadb_minimum())
+        return f"is MariaDB {_dotted(version)}; watchdog needs {floor} or newer"
+    return None
+
+
+def _isolation(alias: str) -> str | None:
+    """Why the alias's connections would not read committed rows, if they would not."""
+    options = connections[alias].settings_dict.get("OPTIONS") or {}
+    level = str(options.get("isolation_level") or "").lower()
+    if level == MARIADB_ISOLATION:
+        return None
+    shown = repr(options["isolation_level"]) if level else "not set (REPEATABLE READ)"
+    return (
+        f"has OPTIONS['isolation_level'] {shown}; watchdog needs {MARIADB_ISOLATION!r} on MariaDB"
+    )
