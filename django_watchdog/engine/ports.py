@@ -69,6 +69,10 @@ class EngineStore(Protocol):
         """When the next delayed job is due, if any."""
         ...
 
+    def ready_probe(self, partition: Partition) -> object | None:
+        """A cheap read naming the partition's best ready job (``None``: none is ready)."""
+        ...
+
     def retries_pending(self, partition: Partition) -> bool:
         """Whether a job of ``partition`` waits to be retried."""
         ...

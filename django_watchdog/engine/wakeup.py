@@ -4,8 +4,10 @@ PostgreSQL: ``LISTEN`` on the notification channel; enqueue (and anything that m
 ready) sends ``NOTIFY`` inside its transaction, so it arrives at commit. SQLite: ``PRAGMA
 data_version`` tells any other connection's commit; on Linux the waker reads it when the
 kernel reports a write to the database or its write-ahead log (``inotify``), and sleeps
-otherwise; elsewhere it polls it every few milliseconds. Either way the worker still polls
-at ``POLL_INTERVAL`` as a fallback.
+otherwise; elsewhere it polls it every few milliseconds. MariaDB (no NOTIFY): every
+``PROBE_INTERVAL`` a read of the claim index names the best ready job of the worker's
+lanes; a new one wakes the worker. Either way the worker still polls at ``POLL_INTERVAL``
+as a fallback.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ SQLITE_CHECK_INTERVAL = 0.005
 #: a moment), then the waker sleeps until the next write, or SQLITE_IDLE_CHECK at most.
 SQLITE_AFTER_WRITE = 0.025
 SQLITE_IDLE_CHECK = 1.0
+#: Seconds between two probes of an idle worker on MariaDB (one index read each; measured
+#: in docs/how-to/mariadb.md: wake latency and the idle worker's CPU).
+PROBE_INTERVAL = 0.02
 LISTEN_RECONNECT_MAX = 5.0
 
 
@@ -115,6 +120,43 @@ class SqliteWaker(Waker):
         return False
 
 
+class ProbeWaker(Waker):
+    """Wakes the worker when the probe names a ready job it did not name before: a job
+    that stays ready (another claimer holds its queue) wakes it once, not every probe."""
+
+    def __init__(
+        self,
+        using: str,
+        event: threading.Event,
+        wanted: Callable[[], bool],
+        probe: Callable[[], object | None],
+    ) -> None:
+        super().__init__(using, event, wanted)
+        self.probe = probe
+
+    def _run(self) -> None:
+        last: object | None = None
+        try:
+            while not self._stopped.is_set():
+                if not self.wanted():
+                    last = None  # busy: what is ready when a slot frees is news again
+                    self._stopped.wait(PROBE_INTERVAL)
+                    continue
+                try:
+                    found = self.probe()
+                except DatabaseError as error:
+                    logger.warning("event=wake_unavailable error=%r", error)
+                    connections[self.using].close()
+                    self._stopped.wait(1.0)
+                    continue
+                if found is not None and found != last:
+                    self.event.set()
+                last = found
+                self._stopped.wait(PROBE_INTERVAL)
+        finally:
+            connections[self.using].close()
+
+
 class PostgresWaker(Waker):
     def _run(self) -> None:
         import psycopg
@@ -136,9 +178,15 @@ class PostgresWaker(Waker):
                 backoff = min(backoff * 2, LISTEN_RECONNECT_MAX)
 
 
-def make_waker(using: str, event: threading.Event, wanted: Callable[[], bool]) -> Waker | None:
+def make_waker(
+    using: str,
+    event: threading.Event,
+    wanted: Callable[[], bool],
+    probe: Callable[[], object | None] | None = None,
+) -> Waker | None:
     """The waker of a worker on ``using`` (what the database offers: ``Dialect.WAKE``);
-    ``None`` where it can only poll.
+    ``None`` where it can only poll. ``probe`` names the best ready job of the worker's
+    lanes (``Store.ready_probe``), for databases woken by probing.
 
     Notifications are listened for on ``LISTEN_DATABASE`` when set (a direct connection to
     the same database), else on ``using`` itself, except behind a transaction pooler."""
@@ -153,4 +201,6 @@ def make_waker(using: str, event: threading.Event, wanted: Callable[[], bool]) -
         return PostgresWaker(alias, event, wanted)
     if kind == "data_version":
         return SqliteWaker(using, event, wanted)
+    if kind == "probe" and probe is not None:
+        return ProbeWaker(using, event, wanted, probe)
     return None

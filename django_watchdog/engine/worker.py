@@ -187,7 +187,12 @@ class WatchdogWorker:
         )
         if threads:
             self.heart.start()
-            self._waker = make_waker(self.using, self.wake, lambda: self.free_slots() > 0)
+            self._waker = make_waker(
+                self.using,
+                self.wake,
+                lambda: self.free_slots() > 0,
+                probe=lambda: self.store.ready_probe(self.partition),
+            )
             if self._waker is not None:
                 self._waker.start()
                 self._wakes_on_changes = True

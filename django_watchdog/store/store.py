@@ -267,6 +267,10 @@ class Store:
     def next_due(self) -> datetime | None:
         return due.next_due(self.using)
 
+    def ready_probe(self, partition: Partition) -> object | None:
+        """A cheap read naming the partition's best ready job (``None``: none is ready)."""
+        return claims.ready_probe(self.using, partition)
+
     def retries_pending(self, partition: Partition) -> bool:
         """Whether a job of the partition waits to be retried (``--burst`` waits for it)."""
         return due.retries_pending(self.using, partition.lanes, partition.exclude_lanes)

@@ -1,15 +1,20 @@
-"""The SQLite waker: a commit on another connection wakes an idle worker, and a worker with
-no free slot is not polled for (its job thread claims on by itself)."""
+"""The polling wakers: on SQLite a commit on another connection wakes an idle worker, on
+MariaDB a new ready job does; a worker with no free slot is not polled for (its job
+thread claims on by itself)."""
 
 from __future__ import annotations
 
 import threading
+import time
+from functools import partial
 
 import pytest
 from django.db import connection
 
 import django_watchdog as wd
-from django_watchdog.engine.wakeup import SqliteWaker
+from django_watchdog.engine.wakeup import PROBE_INTERVAL, ProbeWaker, SqliteWaker
+from django_watchdog.store.claims import Partition
+from django_watchdog.store.store import Store
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -79,3 +84,48 @@ def test_a_busy_worker_is_not_woken_until_a_slot_frees(waker_of) -> None:
     assert not woken.is_set(), "a worker with no free slot was woken"
     slot.free.set()  # a slot frees: the commit made meanwhile is noticed
     assert woken.wait(30), "the commit made while busy was never noticed"
+
+
+# MariaDB: no NOTIFY; the idle worker probes the claim index for the best ready job.
+
+
+@pytest.fixture
+def prober_of():
+    if connection.vendor != "mysql":
+        pytest.skip("the MariaDB probe waker")
+    started: list[ProbeWaker] = []
+
+    def start(wanted: threading.Event) -> tuple[ProbeWaker, threading.Event]:
+        woken = threading.Event()
+        probe = partial(Store().ready_probe, Partition())
+        waker = ProbeWaker("default", woken, wanted.is_set, probe)
+        waker.start()
+        started.append(waker)
+        return waker, woken
+
+    yield start
+    for waker in started:
+        waker.stop()
+
+
+def test_a_ready_job_wakes_an_idle_prober_once(prober_of) -> None:
+    wanted = threading.Event()
+    wanted.set()
+    _, woken = prober_of(wanted)
+    wd.enqueue("a", queue="q")
+    assert woken.wait(5), "the new ready job did not wake the worker"
+    woken.clear()
+    time.sleep(PROBE_INTERVAL * 10)  # proving an absence: it probes every PROBE_INTERVAL
+    assert not woken.is_set(), "a job still ready (held by another claimer) woke it again"
+    wd.enqueue("b", queue="q2", priority=1)  # a better one is news
+    assert woken.wait(5), "a new best ready job did not wake the worker"
+
+
+def test_a_busy_prober_is_not_woken_until_a_slot_frees(prober_of) -> None:
+    wanted = threading.Event()
+    _, woken = prober_of(wanted)  # every slot busy from the start
+    wd.enqueue("a", queue="q")
+    time.sleep(PROBE_INTERVAL * 10)  # proving an absence
+    assert not woken.is_set(), "a worker with no free slot was woken"
+    wanted.set()
+    assert woken.wait(5), "the job made ready while busy was never noticed"

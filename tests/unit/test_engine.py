@@ -120,6 +120,9 @@ class FakeStore(EngineStore):
     def next_due(self):
         return None
 
+    def ready_probe(self, partition):
+        return None
+
     def retries_pending(self, partition):
         return False
 
