@@ -156,7 +156,7 @@ def take_ready(
     taken = [row for row in found if row[pk] is not None]
     if len(taken) > 1:
         priority, position = rows.column_index("priority"), rows.column_index("position")
-        taken.sort(key=lambda row: (-row[priority], row[position] or 0))
+        taken.sort(key=lambda row: (-row[priority], row[position] or 0, row[pk]))
     return [_taken(using, row) for row in taken], len(taken) < len(found)
 
 

@@ -333,7 +333,9 @@ class Store:
         """The settled job of ``queue`` latest in its order (highest ``position``), as the
         seed's highest sequence: not the one that settled last, when a later job overtook."""
         settled = Job.objects.using(self.using).filter(queue=queue, state="settled")
-        return settled.order_by("-position").first()
+        # Positions are unique but on MariaDB, where a due delayed job's may equal the id
+        # of a job enqueued after it (dialects/mariadb_terms.py): the later one is latest.
+        return settled.order_by("-position", "-id").first()
 
     def settled_jobs(
         self,

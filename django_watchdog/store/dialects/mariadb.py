@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from . import common, mariadb_claim, mariadb_enqueue
 from .base import Dialect, Params, Row, in_clause
-from .mariadb_terms import NOW, bounded, is_set, is_unset, job_columns, without_returning
+from .mariadb_terms import (
+    NOW,
+    bounded,
+    in_id_order,
+    is_set,
+    is_unset,
+    job_columns,
+    without_returning,
+)
 
 if TYPE_CHECKING:
     from ..enqueue import NewJob
@@ -71,7 +79,7 @@ def jobs_by_job_id(job_ids: str) -> str:
 
 # queue heads
 
-HEAD = common.head(is_unset)
+HEAD = in_id_order(common.head(is_unset))
 MARK_READY = "UPDATE watchdog_job SET ready = TRUE WHERE id = %(id)s AND ready = FALSE"
 #: The head ``%(id)s`` displaced (by entering the order ahead of it) loses its ready flag.
 DEMOTE = """
@@ -229,6 +237,9 @@ class MariadbDialect(Dialect):
         rows = self.locking(LOCK_QUEUE_OF_JOB, {"job_id": job_id})
         return str(rows[0][0]) if rows else None
 
+    def heads_of(self, count: int) -> str:
+        return _heads_of(count)
+
     def notify(self, lane: str) -> None:
         """No NOTIFY: idle workers probe for ready jobs (``WAKE``)."""
 
@@ -352,3 +363,9 @@ class MariadbDialect(Dialect):
             if parameter == "idle_in_transaction_session_timeout":
                 seconds = max(1, -(-int(value) // 1000))
                 self.execute(IDLE_TRANSACTION_TIMEOUT, {"seconds": seconds})
+
+
+@lru_cache(maxsize=64)
+def _heads_of(count: int) -> str:
+    """``common.heads_of`` in MariaDB's order (position ties broken by id)."""
+    return in_id_order(common.heads_of(is_unset, count))

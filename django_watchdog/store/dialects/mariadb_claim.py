@@ -44,7 +44,7 @@ def candidates(lanes: str, limit: str = "%(limit)s") -> str:
     return f"""
 SELECT j.id, j.queue FROM watchdog_job j
  WHERE {common.claimable(_is_set, lanes)}
- ORDER BY j.priority DESC, j.position ASC
+ ORDER BY j.priority DESC, j.position ASC, j.id ASC
  LIMIT {limit}
 """
 
@@ -65,7 +65,7 @@ def ready_in(lanes: str, queues: str) -> str:
     return f"""
 SELECT {columns}, UTC_TIMESTAMP(6) FROM watchdog_job j FORCE INDEX (watchdog_job_ready)
  WHERE {queues} AND {common.claimable(_is_set, lanes)}
- ORDER BY j.priority DESC, j.position ASC
+ ORDER BY j.priority DESC, j.position ASC, j.id ASC
    FOR UPDATE
 """
 
