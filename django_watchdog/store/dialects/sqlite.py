@@ -378,4 +378,3 @@ class SqliteDialect(Dialect):
         if not name or name == ":memory:" or name.startswith("file:") or "mode=memory" in name:
             return ()
         return (name, f"{name}-wal")
-
