@@ -244,14 +244,19 @@ def test_a_transaction_pooler_is_checked_for_what_cannot_work(watchdog, database
     assert pooler_ids(watchdog, databases) == expected
 
 
+READ_COMMITTED = "read committed"
+
+
 class StubConnection:
     """What the database check reads of a connection: its vendor, and for the MySQL
     backend what the server says it is."""
 
-    def __init__(self, vendor, display_name="", mariadb=None, version=()):
+    def __init__(self, vendor, display_name="", mariadb=None, version=(), isolation=None):
         self.vendor = vendor
         self.display_name = display_name
         self._mariadb, self._version = mariadb, version
+        options = {"isolation_level": isolation} if isolation else {}
+        self.settings_dict = {"OPTIONS": options}
 
     @property
     def mysql_is_mariadb(self):
@@ -280,24 +285,24 @@ def database_errors(monkeypatch, connection, *, connect):
     ("connection", "connect", "says"),
     [
         (
-            StubConnection("mysql", mariadb=True, version=(10, 11, 6)),
+            StubConnection("mysql", mariadb=True, version=(10, 5, 20), isolation=READ_COMMITTED),
             True,
-            "is MariaDB 10.11.6: MariaDB support is in progress",
+            "is MariaDB 10.5.20; watchdog needs",
         ),
         (
-            StubConnection("mysql", mariadb=False, version=(8, 4, 3)),
+            StubConnection("mysql", mariadb=False, version=(8, 4, 3), isolation=READ_COMMITTED),
             True,
             "is MySQL 8.4.3, which watchdog does not support",
         ),
         (
             StubConnection("mysql"),
             False,
-            "MySQL is not supported and MariaDB support is in progress",
+            "has OPTIONS['isolation_level'] not set (REPEATABLE READ)",
         ),
         (
-            StubConnection("mysql"),
+            StubConnection("mysql", mariadb=True, version=(10, 11, 6), isolation="repeatable read"),
             True,
-            "MySQL is not supported and MariaDB support is in progress",
+            "has OPTIONS['isolation_level'] 'repeatable read'; watchdog needs 'read committed'",
         ),
         (
             StubConnection("oracle", display_name="Oracle"),
@@ -321,6 +326,23 @@ def test_an_unsupported_database_is_an_error_saying_what_is_supported(
 @pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
 def test_postgresql_and_sqlite_pass_the_database_check(monkeypatch, vendor):
     assert database_errors(monkeypatch, StubConnection(vendor), connect=True) == []
+
+
+@only_reads_databases
+@pytest.mark.parametrize(
+    ("connection", "connect"),
+    [
+        (
+            StubConnection("mysql", mariadb=True, version=(10, 11, 6), isolation=READ_COMMITTED),
+            True,
+        ),
+        (StubConnection("mysql", isolation=READ_COMMITTED), False),
+        # The server does not answer: the worker's own start reports that.
+        (StubConnection("mysql", isolation=READ_COMMITTED), True),
+    ],
+)
+def test_mariadb_at_read_committed_passes_the_database_check(monkeypatch, connection, connect):
+    assert database_errors(monkeypatch, connection, connect=connect) == []
 
 
 def test_the_postgresql_floor_is_djangos_when_it_is_higher():
