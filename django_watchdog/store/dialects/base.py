@@ -253,6 +253,24 @@ class Dialect:
         ``entered`` loses its ready flag. ``None``: the queue is idle."""
         raise NotImplementedError
 
+    def refresh_head_in_steps(
+        self, queue: str, entered: Sequence[int], demote: str, mark_ready: str
+    ) -> Row | None:
+        """``refresh_head`` as separate statements (SQLite, MariaDB): read ``HEAD``; if a
+        head of ``entered`` displaced another, ``demote`` (``%(queue)s``, ``%(id)s``) takes
+        the others' ready flag; ``mark_ready`` (``%(id)s``) makes the head ready."""
+        rows = self.fetch(self.HEAD, {"queue": queue})
+        if not rows:
+            return None
+        row = rows[0]
+        rank, pk, _, _, ready, _ = row
+        if rank != 0:
+            if pk in entered:
+                self.execute(demote, {"queue": queue, "id": pk})
+            if not ready:
+                self.execute(mark_ready, {"id": pk})
+        return row
+
     def enter_jobs(
         self, batch: Sequence[NewJob], delays: Sequence[bool], now: datetime
     ) -> tuple[list[Row], set[str], dict[int, bool]]:

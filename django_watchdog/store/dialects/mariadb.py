@@ -273,17 +273,7 @@ class MariadbDialect(Dialect):
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
         """The queue's head row, made ready; a head it displaced (one of ``entered`` took
         its place) loses its ready flag."""
-        rows = self.fetch(HEAD, {"queue": queue})
-        if not rows:
-            return None
-        row = rows[0]
-        rank, pk, _, _, ready, _ = row
-        if rank != 0:
-            if pk in entered:
-                self.execute(DEMOTE, {"queue": queue, "id": pk})
-            if not ready:
-                self.execute(MARK_READY, {"id": pk})
-        return row
+        return self.refresh_head_in_steps(queue, entered, DEMOTE, MARK_READY)
 
     def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
         """Settle each (job_id, token, outcome, reason, result, traceback), fenced, one

@@ -297,17 +297,7 @@ class SqliteDialect(Dialect):
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
         """The queue's head row, made ready; a head it displaced (one of ``entered`` took
         its place) loses its ready flag."""
-        rows = self.fetch(HEAD, {"queue": queue})
-        if not rows:
-            return None
-        row = rows[0]
-        rank, pk, _, _, ready, _ = row
-        if rank != 0:
-            if pk in entered:
-                self.execute(DEMOTE, {"queue": queue, "id": pk})
-            if not ready:
-                self.execute(MARK_READY, {"id": pk})
-        return row
+        return self.refresh_head_in_steps(queue, entered, DEMOTE, MARK_READY)
 
     def enter_jobs(
         self, batch: Sequence[NewJob], delays: Sequence[bool], now: datetime
