@@ -31,7 +31,7 @@ ENQUEUE_ATTEMPTS = 8
 CREATE_QUEUE_ROW = ("name", "created_at")
 INSERT_JOB_ROW = (
     "job_id", "queue", "lane", "priority", "payload", "max_recoveries", "delayed", "run_after",
-    "retry_policy", "timeout", "ready",
+    "retry_policy", "timeout", "trace_context", "ready",
 )  # fmt: skip
 
 
