@@ -46,6 +46,11 @@ class Waker:
     and the freed slot wakes the worker anyway.
     """
 
+    #: Whether every committed change wakes the worker, a delayed job's enqueue included
+    #: (NOTIFY, a write to SQLite's files). A probe of ready jobs does not see a delayed
+    #: one: the worker then keeps looking for due jobs every idle poll.
+    TELLS_EVERY_CHANGE = True
+
     def __init__(self, using: str, event: threading.Event, wanted: Callable[[], bool]) -> None:
         self.using = using
         self.event = event
@@ -124,6 +129,8 @@ class SqliteWaker(Waker):
 class ProbeWaker(Waker):
     """Wakes the worker when the probe names a ready job it did not name before: a job
     that stays ready (another claimer holds its queue) wakes it once, not every probe."""
+
+    TELLS_EVERY_CHANGE = False
 
     def __init__(
         self,

@@ -195,7 +195,7 @@ class WatchdogWorker:
             )
             if self._waker is not None:
                 self._waker.start()
-                self._wakes_on_changes = True
+                self._wakes_on_changes = self._waker.TELLS_EVERY_CHANGE
 
     def run(self) -> int:
         """Serve until ``stop()`` (or, with ``burst``, until no ready work remains); exit code."""

@@ -183,6 +183,8 @@ def delete_locked_idle_queues(names: str) -> str:
 
 # worker sessions
 
+HEARTBEAT = common.heartbeat(NOW)
+
 #: The server ends a transaction its worker left idle this many seconds (whole seconds).
 IDLE_TRANSACTION_TIMEOUT = "SET SESSION idle_transaction_timeout = %(seconds)s"
 
@@ -195,6 +197,7 @@ class MariadbDialect(Dialect):
     is_unset = staticmethod(is_unset)
 
     SETTLE, RETRY, PRIOR, HEAD = SETTLE, RETRY, PRIOR, HEAD
+    HEARTBEAT = HEARTBEAT
     ANY_DUE, NEXT_DUE = ANY_DUE, NEXT_DUE
     CREATE_CLOCK, ADVANCE_CLOCK = CREATE_CLOCK, common.ADVANCE_CLOCK
     ANY_UNPOSITIONED = common.any_unpositioned(is_unset)
@@ -209,6 +212,11 @@ class MariadbDialect(Dialect):
     def bound_lock_waits(self) -> None:
         """Nothing to set for the transaction (MariaDB's lock wait timeout takes whole
         seconds): each lock-taking statement of the dialect is bounded itself."""
+
+    def heartbeat(self, worker_id: str) -> bool:
+        """``HEARTBEAT``, bounded itself in a bounded block (as every lock-taking statement)."""
+        statement, bound = bounded(HEARTBEAT)
+        return self.execute(statement, {"worker_id": worker_id, **bound}) > 0
 
     def locking(self, sql: str, params: Params) -> list[Row]:
         """Run a lock-taking statement, bounded in a bounded block."""
