@@ -22,17 +22,27 @@ KEY_QUEUE_PREFIX = "task-key:"
 KeyFunction = Callable[[list[Any], dict[str, Any]], object]
 
 
+def object_named(args: list[Any], kwargs: dict[str, Any]) -> tuple[str, str, Any] | None:
+    """``(app_label, model_name, pk)`` of a call of that shape (positional or keyword),
+    or ``None`` for another shape."""
+    names = ("app_label", "model_name", "pk")
+    values = [args[i] if i < len(args) else kwargs.get(name) for i, name in enumerate(names)]
+    if any(value is None or isinstance(value, dict | list) for value in values):
+        return None
+    app_label, model_name, pk = values
+    return str(app_label), str(model_name), pk
+
+
 def model_object(args: list[Any], kwargs: dict[str, Any]) -> str | None:
     """``app_label.model_name:pk`` of a call ``(app_label, model_name, pk)``.
 
     The shape of Wagtail's object tasks (reference index, search index, image focal
     point): every update of one object shares a queue. ``None`` for another shape.
     """
-    names = ("app_label", "model_name", "pk")
-    values = [args[i] if i < len(args) else kwargs.get(name) for i, name in enumerate(names)]
-    if any(value is None or isinstance(value, dict | list) for value in values):
+    named = object_named(args, kwargs)
+    if named is None:
         return None
-    app_label, model_name, pk = (str(value) for value in values)
+    app_label, model_name, pk = named
     return f"{app_label.lower()}.{model_name.lower()}:{pk}"
 
 

@@ -1,5 +1,5 @@
 """``WatchdogBackend``'s ``OPTIONS``: read at each use (so ``override_settings`` reaches them)
-and checked by ``manage.py check`` (ids ``django_watchdog.E105``–``E110``).
+and checked by ``manage.py check`` (ids ``django_watchdog.E105``–``E111``).
 
 =====================  =================================================================
 ``DATABASE``           alias the jobs live in (default: the router's choice for ``Job``)
@@ -11,6 +11,8 @@ and checked by ``manage.py check`` (ids ``django_watchdog.E105``–``E110``).
                        in order
 ``COALESCE``           task paths (each with a serial key) whose call returns the result
                        of an identical call still queued instead of adding a job
+``ROW_LOCKS``          task path → dotted path of a lock function (``tasks.locks``): a
+                       call runs in one transaction that first locks the rows it names
 =====================  =================================================================
 """
 
@@ -27,19 +29,37 @@ from django.utils.module_loading import import_string
 from ..domain import validation
 from ..domain.errors import InvalidInput
 from .keys import KeyFunction
+from .locks import LockFunction
 
 KNOWN_OPTIONS = frozenset(
-    {"DATABASE", "MAX_RECOVERIES", "MAX_PAYLOAD_BYTES", "SERIAL_KEYS", "COALESCE"}
+    {"DATABASE", "MAX_RECOVERIES", "MAX_PAYLOAD_BYTES", "SERIAL_KEYS", "COALESCE", "ROW_LOCKS"}
 )
 
 
 @cache
-def key_function(path: str) -> KeyFunction:
-    """The key function at dotted ``path`` (imported once); ``ImportError`` if none."""
+def _function_at(path: str) -> Any:
+    """The callable at dotted ``path`` (imported once); ``ImportError`` if none."""
     function = import_string(path)
     if not callable(function):
         raise ImportError(f"{path!r} is not callable")
-    return function  # type: ignore[no-any-return]
+    return function
+
+
+def key_function(path: str) -> KeyFunction:
+    """The key function at dotted ``path``; ``ImportError`` if none."""
+    function: KeyFunction = _function_at(path)
+    return function
+
+
+def lock_function(path: str) -> LockFunction:
+    """The lock function at dotted ``path``; ``ImportError`` if none."""
+    function: LockFunction = _function_at(path)
+    return function
+
+
+def row_locks(options: Mapping[str, Any]) -> dict[str, str]:
+    value = options.get("ROW_LOCKS") or {}
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def serial_keys(options: Mapping[str, Any]) -> dict[str, str]:
@@ -85,6 +105,7 @@ def check(where: str, options: object) -> list[checks.CheckMessage]:
             )
         )
     messages.extend(_check_serial_keys(where, options))
+    messages.extend(_check_row_locks(where, options))
     cap = options.get("MAX_PAYLOAD_BYTES")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
         messages.append(
@@ -96,31 +117,52 @@ def check(where: str, options: object) -> list[checks.CheckMessage]:
     return messages
 
 
-def _check_serial_keys(where: str, options: dict[str, Any]) -> list[checks.CheckMessage]:
+def _check_functions(
+    name: str, value: object, *, kind: str, returns: str, example: str, id: str
+) -> tuple[dict[str, Any], list[checks.CheckMessage]]:
+    """Check a ``task path → dotted path of a function`` option; return it (``{}`` if not
+    a dict) and its problems."""
+    if not isinstance(value, dict):
+        message = f"{name} must be a dict: task path → {kind} function path."
+        return {}, [checks.Error(message, id=id)]
     messages: list[checks.CheckMessage] = []
-    keys = options.get("SERIAL_KEYS", {})
-    name = f"{where}['OPTIONS']['SERIAL_KEYS']"
-    if not isinstance(keys, dict):
-        keys = {}
-        messages.append(
-            checks.Error(
-                f"{name} must be a dict: task path → key function path.", id="django_watchdog.E108"
-            )
-        )
-    for task_path, path in sorted(keys.items(), key=str):
+    for task_path, path in sorted(value.items(), key=str):
         try:
             if not isinstance(task_path, str) or not isinstance(path, str):
-                raise ImportError("task path and key function path must be str")
-            key_function(path)
+                raise ImportError(f"task path and {kind} function path must be str")
+            _function_at(path)
         except ImportError as error:
             messages.append(
                 checks.Error(
                     f"{name}[{task_path!r}] = {path!r}: {error}.",
-                    hint="A dotted path to a function (args, kwargs) -> str | None, such "
-                    "as 'django_watchdog.tasks.keys.model_object'.",
-                    id="django_watchdog.E108",
+                    hint=f"A dotted path to a function (args, kwargs) -> {returns}, such "
+                    f"as {example!r}.",
+                    id=id,
                 )
             )
+    return value, messages
+
+
+def _check_row_locks(where: str, options: dict[str, Any]) -> list[checks.CheckMessage]:
+    return _check_functions(
+        f"{where}['OPTIONS']['ROW_LOCKS']",
+        options.get("ROW_LOCKS", {}),
+        kind="lock",
+        returns="QuerySet | None",
+        example="django_watchdog.tasks.locks.model_object",
+        id="django_watchdog.E111",
+    )[1]
+
+
+def _check_serial_keys(where: str, options: dict[str, Any]) -> list[checks.CheckMessage]:
+    keys, messages = _check_functions(
+        f"{where}['OPTIONS']['SERIAL_KEYS']",
+        options.get("SERIAL_KEYS", {}),
+        kind="key",
+        returns="str | None",
+        example="django_watchdog.tasks.keys.model_object",
+        id="django_watchdog.E108",
+    )
     value = options.get("COALESCE", [])
     name = f"{where}['OPTIONS']['COALESCE']"
     if isinstance(value, str) or not isinstance(value, list | tuple):

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from . import errors
+from . import errors, locks, options
 from .framework import (
     TaskContext,
     TaskError,
@@ -73,12 +75,13 @@ def run_task(job: JobView) -> Any:
     sender = _sender(call.backend)
     task_started.send(sender, task_result=result)
     try:
-        if task.takes_context:
-            value = task.call(
-                WatchdogTaskContext(task_result=result, job=job), *call.args, **call.kwargs
-            )
-        else:
-            value = task.call(*call.args, **call.kwargs)
+        with locks.locked(_rows_to_lock(call)):
+            if task.takes_context:
+                value = task.call(
+                    WatchdogTaskContext(task_result=result, job=job), *call.args, **call.kwargs
+                )
+            else:
+                value = task.call(*call.args, **call.kwargs)
         value = normalize_json(value)
     except KeyboardInterrupt:
         raise
@@ -113,6 +116,25 @@ def _finish(
             traceback="".join(traceback.format_exception(error)),
         )
     )
+
+
+def _rows_to_lock(call: TaskCall) -> QuerySet[Model] | None:
+    """The rows the call's lock function (``OPTIONS["ROW_LOCKS"]``) names, if any."""
+    from .framework import InvalidTaskBackend, task_backends
+
+    try:
+        backend_options = task_backends[call.backend].options
+    except InvalidTaskBackend:
+        return None
+    path = options.row_locks(backend_options).get(call.path)
+    if path is None:
+        return None
+    name = f"TASKS[{call.backend!r}]['OPTIONS']['ROW_LOCKS'][{call.path!r}]"
+    try:
+        function = options.lock_function(path)
+    except ImportError as error:
+        raise ImproperlyConfigured(f"{name} = {path!r}: {error}") from error
+    return function(list(call.args), dict(call.kwargs))
 
 
 def _sender(alias: str) -> type[Any]:

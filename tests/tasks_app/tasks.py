@@ -87,3 +87,13 @@ def update_object(app_label: str, model_name: str, pk: str) -> str:
 def odd_key(args: list[Any], kwargs: dict[str, Any]) -> object:
     """A key function that breaks the rule (returns an int) when asked to."""
     return 42 if args and args[0] == "bad" else None
+
+
+#: Called by ``update_object_with`` while it runs (a test sets it; ``None``: nothing).
+DURING_UPDATE: Any = None
+
+
+@task(queue_name=LANE)
+def update_object_with(app_label: str, model_name: str, pk: str) -> Any:
+    """An object task that calls ``DURING_UPDATE(pk)`` while it runs and returns its value."""
+    return None if DURING_UPDATE is None else DURING_UPDATE(pk)
