@@ -95,7 +95,12 @@ class Claimer:
             )
             return None
         assert result.claim_token is not None
-        running = RunningJob(job, claim_token=result.claim_token, worker_id=self.worker_id)
+        running = RunningJob(
+            job,
+            claim_token=result.claim_token,
+            worker_id=self.worker_id,
+            settle_logs_traceback=True,
+        )
         running.timeout = job.timeout or self._lane_timeout(job.lane)
         if start_clock:
             self.start_clock(running)

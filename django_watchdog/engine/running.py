@@ -18,7 +18,9 @@ class RunningJob:
     a handler that checks it can stop early, and the job then settles ``cancelled``.
     """
 
-    def __init__(self, job: Job, *, claim_token: str, worker_id: str) -> None:
+    def __init__(
+        self, job: Job, *, claim_token: str, worker_id: str, settle_logs_traceback: bool = False
+    ) -> None:
         self.model = job
         self.job_id: str = job.job_id
         self.queue: str = job.queue
@@ -44,6 +46,9 @@ class RunningJob:
         self.error: BaseException | None = None
         #: The run's OpenTelemetry span while tracing is on (engine/tracing.py), else None.
         self.span: Any = None
+        #: True when the worker's settle line will log ``error`` with its traceback (the
+        #: worker's runs; not ``testing``'s): a handler need not log that traceback again.
+        self.settle_logs_traceback = settle_logs_traceback
         self._cancel = threading.Event()
         if job.cancellation_id is not None:
             self._cancel.set()

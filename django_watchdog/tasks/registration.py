@@ -48,7 +48,7 @@ def register_lane(queue_name: object) -> bool:
     """Make the task runner the handler of ``queue_name``'s lane (``task:<queue_name>``);
     False if the lane is invalid or taken."""
     from .mapping import lane_of
-    from .runner import run_task
+    from .runner import install_log_filter, run_task
 
     try:
         name = lane_of(queue_name)
@@ -58,6 +58,7 @@ def register_lane(queue_name: object) -> bool:
     if existing is not None and existing is not run_task:
         return False  # another handler owns the lane: reported by the system check
     handlers.handler(name)(run_task)
+    install_log_filter()
     return True
 
 

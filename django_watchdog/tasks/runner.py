@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -10,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from . import errors, locks, options
+from . import errors, framework, locks, options
 from .framework import (
     TaskContext,
     TaskError,
@@ -21,6 +23,28 @@ from .framework import (
     task_started,
 )
 from .mapping import TaskCall, started_result, task_as_enqueued
+
+#: True while ``task_finished`` is sent for a failed task whose worker logs its traceback.
+_TRACEBACK_LOGGED_BY_WORKER: ContextVar[bool] = ContextVar(
+    "django_watchdog_traceback_logged_by_worker", default=False
+)
+
+
+class _OneTraceback(logging.Filter):
+    """On the framework's logger: drops a record's traceback while the worker logs it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _TRACEBACK_LOGGED_BY_WORKER.get():
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def install_log_filter() -> None:
+    """Put the filter on the framework's logger (``framework.NAME``), once."""
+    logger = logging.getLogger(framework.NAME)
+    if not any(isinstance(f, _OneTraceback) for f in logger.filters):
+        logger.addFilter(_OneTraceback())
 
 
 class JobView(Protocol):
@@ -87,7 +111,13 @@ def run_task(job: JobView) -> Any:
         raise
     except BaseException as error:
         _finish(result, TaskResultStatus.FAILED, error=error)
-        task_finished.send(sender, task_result=result)
+        # The framework's receiver logs "Task id=... state=FAILED" with the traceback; under
+        # the worker, whose settle line logs it too, that line goes without (one copy).
+        token = _TRACEBACK_LOGGED_BY_WORKER.set(bool(getattr(job, "settle_logs_traceback", False)))
+        try:
+            task_finished.send(sender, task_result=result)
+        finally:
+            _TRACEBACK_LOGGED_BY_WORKER.reset(token)
         raise
     _finish(result, TaskResultStatus.SUCCESSFUL, value=value)
     task_finished.send(sender, task_result=result)

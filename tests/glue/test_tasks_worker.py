@@ -17,10 +17,10 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_worker_burst(*args: str) -> subprocess.CompletedProcess:
+def run_worker_burst(*args: str, settings: str = "tests.settings") -> subprocess.CompletedProcess:
     environment = os.environ.copy()
     environment.update(
-        DJANGO_SETTINGS_MODULE="tests.settings",
+        DJANGO_SETTINGS_MODULE=settings,
         WATCHDOG_DB_NAME=str(connection.settings_dict["NAME"]),
         PYTHONUNBUFFERED="1",
     )
@@ -67,3 +67,16 @@ def test_worker_runs_django_tasks_and_results_report_them():
     assert first.return_value == {"args": ["first"], "kwargs": {}}
     assert second.return_value == {"args": ["second"], "kwargs": {}}
     assert first.finished_at <= second.started_at  # one queue: one after the other
+
+
+@pytest.mark.parametrize("settings", ["tests.settings", "tests.root_logging_settings"])
+def test_a_failed_tasks_traceback_is_logged_once(settings):
+    """The worker's settle line carries it; the framework's own line
+    (``Task id=... state=FAILED``) is still logged, without a second copy."""
+    tasks.failing.enqueue("out of toner")
+    worker = run_worker_burst("--lane", "task:tasks", settings=settings)
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    log = worker.stderr
+    assert "event=settle" in log and "outcome=failed" in log, log
+    assert log.count("Traceback (most recent call last)") == 1, log
+    assert log.count("tasks.TaskBoom: out of toner") == 1, log  # the traceback's last line
