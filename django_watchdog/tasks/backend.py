@@ -2,8 +2,8 @@
 
 Configure it in ``TASKS``; each name in ``QUEUES`` is served by the watchdog lane
 ``task:<name>`` (``mapping.lane_of``), whose handler runs Django tasks. ``OPTIONS`` are
-listed in ``options``: the database, the recovery policy, the payload cap, serial keys
-and coalescing.
+listed in ``options``: the database, the recovery policy, the payload cap, serial keys,
+coalescing and row locks (applied by the runner, ``runner`` and ``locks``).
 """
 
 from __future__ import annotations

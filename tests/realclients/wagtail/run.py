@@ -7,11 +7,14 @@ Run by scripts/real-client-wagtail with the Wagtail virtualenv's Python:
 For each database: migrate a fresh site once, copy it for the two runs (SQLite file copy,
 PostgreSQL ``CREATE DATABASE ... TEMPLATE``); run the editor's scenario round by round on
 ImmediateBackend, and on watchdog with a live worker (``--concurrency 2``) beside it,
-draining between a round's edits and its deletes (see the scenario) and after them. After
-each round the two end states must be equal, no index row may name a deleted object, and
-no task may fail but with ``DoesNotExist`` (an update of an object deleted before it ran;
-Immediate ran it before the delete). Exit 1 on any difference. ``--keys 0`` runs watchdog
-without the per-object serial keys and coalescing.
+draining between a round's edits and its deletes (see the scenario) and after them. Then,
+on watchdog only, the race: a request deletes an author while the worker's index tasks
+for it have read it and not yet written (arranged by the worker's race gate,
+``project/home/race.py``). After each round the two end states must be equal, no index row
+may name a deleted object, and no task may fail but with ``DoesNotExist`` (an update of an
+object deleted before it ran; Immediate ran it before the delete). Exit 1 on any
+difference. ``--keys 0`` runs watchdog without the recommended options (serial keys,
+coalescing, row locks).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Site:
     def __init__(self, work: Path, db: str, name: str, backend: str, keys: str) -> None:
         self.db, self.name, self.backend = db, name, backend
         self.root = work / "project"
+        self.gate = work / f"race-gate-{name}"
         self.media = work / f"media-{name}"
         self.db_name = str(work / f"{name}.sqlite3") if db == "sqlite" else f"wagtail_rc_{name}"
         self.env = {
@@ -71,7 +75,7 @@ class Site:
         return subprocess.Popen(
             [sys.executable, "manage.py", "watchdog_worker", "--concurrency", "2"],
             cwd=self.root,
-            env=self.env,
+            env={**self.env, "WAGTAIL_RACE_GATE": str(self.gate)},
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
         )
@@ -110,6 +114,7 @@ def prepare(work: Path, db: str, keys: str) -> tuple[Site, Site]:
                 if source.exists():
                     shutil.copy(source, site.db_name + suffix)
         site.media.mkdir()
+        site.gate.mkdir()
     return sites
 
 
@@ -134,6 +139,7 @@ def main() -> int:
             watchdog.manage("scenario", str(r), "edit")
             watchdog.manage("endstate", "--drain", str(DRAIN_TIMEOUT))
             watchdog.manage("scenario", str(r), "delete")
+            watchdog.manage("scenario", str(r), "race", "--gate", str(watchdog.gate))
             expected = json.loads(immediate.manage("endstate", capture=True))
             got = json.loads(
                 watchdog.manage("endstate", "--drain", str(DRAIN_TIMEOUT), capture=True)

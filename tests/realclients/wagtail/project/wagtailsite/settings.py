@@ -111,6 +111,11 @@ WATCHDOG_TASKS = {
         },
         # ...and a repeat still waiting behind them is not queued twice.
         "COALESCE": WAGTAIL_OBJECT_TASKS,
+        # Each runs in one transaction that first locks its object's row: a request's
+        # delete waits for it, then removes what it wrote (no index row outlives its object).
+        "ROW_LOCKS": {
+            path: "django_watchdog.tasks.locks.model_object" for path in WAGTAIL_OBJECT_TASKS
+        },
         # Front-end cache purges of many URLs.
         "MAX_PAYLOAD_BYTES": 8 * 1024 * 1024,
     },

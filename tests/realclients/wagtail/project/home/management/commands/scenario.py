@@ -1,12 +1,12 @@
-"""One round of an editor's work, in two phases: ``edit`` creates, publishes and edits
-pages, images, documents and snippets; ``delete`` deletes some. Deterministic, so two sites
-given the same rounds end alike.
+"""One round of an editor's work, in phases: ``edit`` creates, publishes and edits pages,
+images, documents and snippets; ``delete`` deletes some. Deterministic, so two sites given
+the same rounds end alike. ``race`` (watchdog only, with the worker's race gate: see
+``home/race.py``) creates an author and deletes it while its index tasks are running,
+between their read of it and their writes.
 
-The test drains the worker between the phases: a task *running* while its object is
-deleted by a request can still write index rows for it after the delete (Wagtail's task
-reads the object, then writes; the delete's clean-up does not wait for it), serial keys or
-not. What the phases keep apart is that, not the deletes from the worker: the deletes'
-own tasks (file deletions) run on it.
+The test drains the worker between ``edit`` and ``delete``, so that a page's task cannot
+run after an object it links to was deleted (see below); ``race`` is where a task running
+while its object is deleted is exercised, on purpose.
 
 What is deleted at the end (the last page, author, image and document) is referenced by
 no other object's latest revision: Wagtail indexes a page's references from its latest
@@ -16,10 +16,12 @@ good only because the page's task had run before the delete).
 """
 
 import io
+import time
+from pathlib import Path
 
 from django.core.files.base import ContentFile
 from django.core.files.images import ImageFile
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from PIL import Image as PILImage
 from wagtail.documents import get_document_model
 from wagtail.images import get_image_model
@@ -42,14 +44,34 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("round", type=int)
-        parser.add_argument("phase", choices=["edit", "delete"])
+        parser.add_argument("phase", choices=["edit", "delete", "race"])
+        parser.add_argument("--gate", type=Path, help="the race gate's marker directory")
 
-    def handle(self, *args, round, phase, **options):
-        if phase == "delete":
+    def handle(self, *args, round, phase, gate=None, **options):
+        if phase == "race":
+            race(round, gate)
+        elif phase == "delete":
             delete(round)
         else:
             edit(round)
         self.stdout.write(f"round {round} {phase} done")
+
+
+RACE_DEADLINE = 120.0
+
+
+def race(r: int, gate: Path) -> None:
+    """Delete an author while the worker's index tasks for it are between read and write."""
+    image = get_image_model().objects.get(title__startswith=f"r{r} image 0")
+    author = Author.objects.create(name=f"race r{r}", photo=image)
+    reached = gate / f"{author.pk}.reached"
+    deadline = time.monotonic() + RACE_DEADLINE
+    while not reached.exists():
+        if time.monotonic() > deadline:
+            raise CommandError(f"no task read author {author.pk} within {RACE_DEADLINE} s")
+        time.sleep(0.02)  # polling for the worker's task, with a deadline
+    (gate / f"{author.pk}.deleting").touch()
+    Author.objects.get(pk=author.pk).delete()
 
 
 def delete(r: int) -> None:
