@@ -34,7 +34,7 @@ from .framework import (
     TaskResultStatus,
     task_enqueued,
 )
-from .keys import key_queue
+from .keys import KeyFunction, key_queue
 from .mapping import (
     TaskCall,
     lane_of,
@@ -183,14 +183,11 @@ class WatchdogBackend(BaseTaskBackend):
 
     def _key_queue(self, call: TaskCall) -> str | None:
         """The serial queue of ``call``'s key, if its task has a key function and a key."""
-        path = options.serial_keys(self.options).get(call.path)
-        if path is None:
+        found = options.task_function(self.options, "SERIAL_KEYS", self.alias, call.path)
+        if found is None:
             return None
-        name = f"TASKS[{self.alias!r}]['OPTIONS']['SERIAL_KEYS'][{call.path!r}]"
-        try:
-            function = options.key_function(path)
-        except ImportError as error:
-            raise ImproperlyConfigured(f"{name} = {path!r}: {error}") from error
+        function: KeyFunction = found[0]
+        name, path = found[1], found[2]
         key = function(list(call.args), dict(call.kwargs))
         if key is None:
             return None

@@ -23,13 +23,12 @@ from functools import cache
 from typing import Any
 
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
 
 from ..domain import validation
 from ..domain.errors import InvalidInput
-from .keys import KeyFunction
-from .locks import LockFunction
 
 KNOWN_OPTIONS = frozenset(
     {"DATABASE", "MAX_RECOVERIES", "MAX_PAYLOAD_BYTES", "SERIAL_KEYS", "COALESCE", "ROW_LOCKS"}
@@ -45,26 +44,21 @@ def _function_at(path: str) -> Any:
     return function
 
 
-def key_function(path: str) -> KeyFunction:
-    """The key function at dotted ``path``; ``ImportError`` if none."""
-    function: KeyFunction = _function_at(path)
-    return function
-
-
-def lock_function(path: str) -> LockFunction:
-    """The lock function at dotted ``path``; ``ImportError`` if none."""
-    function: LockFunction = _function_at(path)
-    return function
-
-
-def row_locks(options: Mapping[str, Any]) -> dict[str, str]:
-    value = options.get("ROW_LOCKS") or {}
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
-def serial_keys(options: Mapping[str, Any]) -> dict[str, str]:
-    value = options.get("SERIAL_KEYS") or {}
-    return dict(value) if isinstance(value, Mapping) else {}
+def task_function(
+    options: Mapping[str, Any], option: str, alias: str, task_path: str
+) -> tuple[Any, str, str] | None:
+    """The function ``OPTIONS[option]`` (``SERIAL_KEYS``, ``ROW_LOCKS``) names for the task
+    at ``task_path``, with the option's name and the function's path for messages; ``None``
+    if it names none. ``ImproperlyConfigured`` if it does not import."""
+    value = options.get(option) or {}
+    path = value.get(task_path) if isinstance(value, Mapping) else None
+    if path is None:
+        return None
+    name = f"TASKS[{alias!r}]['OPTIONS'][{option!r}][{task_path!r}]"
+    try:
+        return _function_at(path), name, path
+    except ImportError as error:
+        raise ImproperlyConfigured(f"{name} = {path!r}: {error}") from error
 
 
 def coalesced(options: Mapping[str, Any]) -> frozenset[str]:
@@ -105,7 +99,7 @@ def check(where: str, options: object) -> list[checks.CheckMessage]:
             )
         )
     messages.extend(_check_serial_keys(where, options))
-    messages.extend(_check_row_locks(where, options))
+    messages.extend(_check_functions(where, options, "ROW_LOCKS")[1])
     cap = options.get("MAX_PAYLOAD_BYTES")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
         messages.append(
@@ -117,11 +111,22 @@ def check(where: str, options: object) -> list[checks.CheckMessage]:
     return messages
 
 
+#: Options that map a task path to a function: what the function is, what it returns, an
+#: example, the id of the check that reports a bad one.
+FUNCTION_OPTIONS = {
+    "SERIAL_KEYS": ("key", "str | None", "keys.model_object", "django_watchdog.E108"),
+    "ROW_LOCKS": ("lock", "QuerySet | None", "locks.model_object", "django_watchdog.E111"),
+}
+
+
 def _check_functions(
-    name: str, value: object, *, kind: str, returns: str, example: str, id: str
+    where: str, options: dict[str, Any], option: str
 ) -> tuple[dict[str, Any], list[checks.CheckMessage]]:
-    """Check a ``task path → dotted path of a function`` option; return it (``{}`` if not
-    a dict) and its problems."""
+    """Check the ``task path → dotted path of a function`` option ``option``; return it
+    (``{}`` if not a dict) and its problems."""
+    kind, returns, example, id = FUNCTION_OPTIONS[option]
+    name = f"{where}['OPTIONS'][{option!r}]"
+    value = options.get(option, {})
     if not isinstance(value, dict):
         message = f"{name} must be a dict: task path → {kind} function path."
         return {}, [checks.Error(message, id=id)]
@@ -136,33 +141,15 @@ def _check_functions(
                 checks.Error(
                     f"{name}[{task_path!r}] = {path!r}: {error}.",
                     hint=f"A dotted path to a function (args, kwargs) -> {returns}, such "
-                    f"as {example!r}.",
+                    f"as 'django_watchdog.tasks.{example}'.",
                     id=id,
                 )
             )
     return value, messages
 
 
-def _check_row_locks(where: str, options: dict[str, Any]) -> list[checks.CheckMessage]:
-    return _check_functions(
-        f"{where}['OPTIONS']['ROW_LOCKS']",
-        options.get("ROW_LOCKS", {}),
-        kind="lock",
-        returns="QuerySet | None",
-        example="django_watchdog.tasks.locks.model_object",
-        id="django_watchdog.E111",
-    )[1]
-
-
 def _check_serial_keys(where: str, options: dict[str, Any]) -> list[checks.CheckMessage]:
-    keys, messages = _check_functions(
-        f"{where}['OPTIONS']['SERIAL_KEYS']",
-        options.get("SERIAL_KEYS", {}),
-        kind="key",
-        returns="str | None",
-        example="django_watchdog.tasks.keys.model_object",
-        id="django_watchdog.E108",
-    )
+    keys, messages = _check_functions(where, options, "SERIAL_KEYS")
     value = options.get("COALESCE", [])
     name = f"{where}['OPTIONS']['COALESCE']"
     if isinstance(value, str) or not isinstance(value, list | tuple):

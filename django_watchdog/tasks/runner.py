@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
@@ -156,15 +155,11 @@ def _rows_to_lock(call: TaskCall) -> QuerySet[Model] | None:
         backend_options = task_backends[call.backend].options
     except InvalidTaskBackend:
         return None
-    path = options.row_locks(backend_options).get(call.path)
-    if path is None:
+    found = options.task_function(backend_options, "ROW_LOCKS", call.backend, call.path)
+    if found is None:
         return None
-    name = f"TASKS[{call.backend!r}]['OPTIONS']['ROW_LOCKS'][{call.path!r}]"
-    try:
-        function = options.lock_function(path)
-    except ImportError as error:
-        raise ImproperlyConfigured(f"{name} = {path!r}: {error}") from error
-    return function(list(call.args), dict(call.kwargs))
+    lock_function: locks.LockFunction = found[0]
+    return lock_function(list(call.args), dict(call.kwargs))
 
 
 def _sender(alias: str) -> type[Any]:
