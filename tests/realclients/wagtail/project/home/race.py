@@ -9,8 +9,10 @@ names the directory of the markers the two processes share):
 
 - the task, when it loads an author whose name starts with ``race`` (``post_init``: the row
   has been read), touches ``<pk>.reached`` and waits, polling with a deadline;
-- the request (``scenario N race``) waits for ``<pk>.reached``, touches ``<pk>.deleting``
-  and deletes the author;
+- the request (``scenario N race``) creates the author and its tasks in one transaction,
+  waits for ``<pk>.reached``, touches ``<pk>.deleting`` and deletes the author (it writes
+  nothing else after its tasks can start: a task parked inside an ``IMMEDIATE`` SQLite
+  transaction holds the database's write lock);
 - the task goes on once ``<pk>.deleting`` exists and either the delete has committed (a
   fresh session no longer finds the row) or it cannot commit before this task's
   transaction ends: on PostgreSQL a ``DELETE`` waits on this session's locks; on SQLite

@@ -22,6 +22,7 @@ from pathlib import Path
 from django.core.files.base import ContentFile
 from django.core.files.images import ImageFile
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from PIL import Image as PILImage
 from wagtail.documents import get_document_model
 from wagtail.images import get_image_model
@@ -63,7 +64,10 @@ RACE_DEADLINE = 120.0
 def race(r: int, gate: Path) -> None:
     """Delete an author while the worker's index tasks for it are between read and write."""
     image = get_image_model().objects.get(title__startswith=f"r{r} image 0")
-    author = Author.objects.create(name=f"race r{r}", photo=image)
+    # Its tasks are enqueued with it, in one transaction: no task can start (and park, on
+    # SQLite holding the write lock) before the request has written all it writes first.
+    with transaction.atomic():
+        author = Author.objects.create(name=f"race r{r}", photo=image)
     reached = gate / f"{author.pk}.reached"
     deadline = time.monotonic() + RACE_DEADLINE
     while not reached.exists():
