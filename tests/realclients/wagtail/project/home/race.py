@@ -15,7 +15,8 @@ names the directory of the markers the two processes share):
   transaction holds the database's write lock);
 - the task goes on once ``<pk>.deleting`` exists and either the delete has committed (a
   fresh session no longer finds the row) or it cannot commit before this task's
-  transaction ends: on PostgreSQL a ``DELETE`` waits on this session's locks; on SQLite
+  transaction ends: on PostgreSQL a ``DELETE`` of the author waits on this session's
+  locks, directly or behind another waiter; on SQLite
   this session is inside a transaction, which began ``IMMEDIATE`` and so holds the
   database's write lock that the delete's transaction must wait for.
 """
@@ -28,6 +29,19 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models.signals import post_init
 
 DEADLINE = 120.0
+
+#: How many sessions run a DELETE of the table (``%s``: ``DELETE FROM "table"%``) and wait
+#: on this session, directly or behind another waiter (the other index task of the same
+#: author, queued first for the row lock, holds the lock that the delete waits for).
+WAITING_DELETE = """
+WITH RECURSIVE waiting(pid) AS (
+    SELECT pid FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))
+    UNION
+    SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY(pg_blocking_pids(a.pid))
+)
+SELECT count(*) FROM pg_stat_activity a JOIN waiting w ON w.pid = a.pid
+WHERE a.query LIKE %s
+"""
 ENVIRONMENT = "WAGTAIL_RACE_GATE"
 
 
@@ -48,7 +62,7 @@ def park(sender, instance, **kwargs) -> None:
     while not released(instance, markers):
         if time.monotonic() > deadline:
             raise RuntimeError(f"race gate: author {instance.pk}'s delete never came")
-        time.sleep(0.02)  # polling the other process's progress, with a deadline
+        time.sleep(0.05)  # polling the other process's progress, with a deadline
 
 
 def released(instance, markers: Path) -> bool:
@@ -56,10 +70,7 @@ def released(instance, markers: Path) -> bool:
         return False
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'DELETE%%' "
-                "AND pg_backend_pid() = ANY(pg_blocking_pids(pid))"
-            )
+            cursor.execute(WAITING_DELETE, [f'DELETE FROM "{instance._meta.db_table}"%'])
             if cursor.fetchone()[0]:
                 return True
     elif connection.in_atomic_block:
