@@ -70,6 +70,8 @@ def released(instance, markers: Path) -> bool:
         return False
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
+            # pg_stat_activity is read once per transaction unless its snapshot is cleared.
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
             cursor.execute(WAITING_DELETE, [f'DELETE FROM "{instance._meta.db_table}"%'])
             if cursor.fetchone()[0]:
                 return True
