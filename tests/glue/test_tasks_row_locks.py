@@ -55,19 +55,17 @@ def test_model_object_names_the_row_of_a_wagtail_shaped_call():
     assert locks.model_object(["only-one"], {}) is None
 
 
-def test_without_a_lock_the_task_runs_outside_a_transaction(during_update):
+@pytest.mark.parametrize(
+    ("row_locks", "in_a_transaction"),
+    [({}, False), ({UPDATE: "django_watchdog.tasks.locks.model_object"}, True)],
+    ids=["without a lock", "with a lock"],
+)
+def test_a_locked_task_runs_in_a_transaction(during_update, row_locks, in_a_transaction):
     row = projection()
     during_update(lambda pk: connection.in_atomic_block)
-    tasks.update_object_with.enqueue("testapp", "projection", str(row.pk))
-    assert drive.run_next().result is False
-
-
-@LOCKED
-def test_with_a_lock_the_task_runs_in_a_transaction(during_update):
-    row = projection()
-    during_update(lambda pk: connection.in_atomic_block)
-    tasks.update_object_with.enqueue("testapp", "projection", str(row.pk))
-    assert drive.run_next().result is True
+    with backend_settings(ROW_LOCKS=row_locks):
+        tasks.update_object_with.enqueue("testapp", "projection", str(row.pk))
+        assert drive.run_next().result is in_a_transaction
 
 
 @LOCKED
