@@ -252,13 +252,7 @@ def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready
     try:
         assert entered.wait(10)
         # The second enqueue must be waiting on the first's uncommitted queue row.
-        waited = False
-        for _ in range(1000):
-            if _lock_waiters():
-                waited = True
-                break
-            time.sleep(0.01)  # polling for the wait, not waiting for an outcome
-        assert waited, "the second enqueue did not wait for the queue's creator"
+        _wait_for_a_lock_wait("the second enqueue did not wait for the queue's creator")
     finally:
         release.set()
         for thread in threads:
@@ -328,13 +322,7 @@ def test_two_cancels_racing_for_one_intent_id_on_two_queues_record_it_once() -> 
     threads = [in_background(first, errors), in_background(second, errors)]
     try:
         assert entered.wait(10)
-        waited = False
-        for _ in range(1000):
-            if _lock_waiters():
-                waited = True
-                break
-            time.sleep(0.01)  # polling for the wait, not waiting for an outcome
-        assert waited, "the second cancel did not wait for the first's intent"
+        _wait_for_a_lock_wait("the second cancel did not wait for the first's intent")
     finally:
         release.set()
         for thread in threads:
@@ -372,11 +360,13 @@ def test_enqueue_many_locks_its_queues_in_name_order_so_it_cannot_deadlock() -> 
     assert set(Job.objects.values_list("job_id", flat=True)) == {"a0", "a1", "a2", "b0", "b1", "b2"}
 
 
-def _wait_for_a_lock_wait() -> None:
-    """Until another backend of this database waits on a lock (``second`` queued on qa)."""
+def _wait_for_a_lock_wait(
+    failure: str = "the second transaction never waited for the queue lock",
+) -> None:
+    """Until another backend of this database waits on a lock; ``failure`` after 30 s."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if _lock_waiters():
             return
-        time.sleep(0.02)
-    raise AssertionError("the second transaction never waited for the queue lock")
+        time.sleep(0.02)  # polling the server's lock graph, with a deadline
+    raise AssertionError(failure)
