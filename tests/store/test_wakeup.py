@@ -5,14 +5,13 @@ thread claims on by itself)."""
 from __future__ import annotations
 
 import threading
-import time
 from functools import partial
 
 import pytest
 from django.db import connection
 
 import django_watchdog as wd
-from django_watchdog.engine.wakeup import PROBE_INTERVAL, ProbeWaker, SqliteWaker
+from django_watchdog.engine.wakeup import ProbeWaker, SqliteWaker
 from django_watchdog.store.claims import Partition
 from django_watchdog.store.store import Store
 
@@ -37,7 +36,7 @@ class FreeSlot:
 
     def let_it_poll(self) -> None:
         """Until the waker has gone round once more, from question to question (it waits
-        SQLITE_CHECK_INTERVAL between rounds), with a generous deadline."""
+        SQLITE_CHECK_INTERVAL or PROBE_INTERVAL between rounds), with a generous deadline."""
         with self._changed:
             target = self._asked + 2
             assert self._changed.wait_for(lambda: self._asked >= target, timeout=60), (
@@ -95,10 +94,10 @@ def prober_of():
         pytest.skip("the MariaDB probe waker")
     started: list[ProbeWaker] = []
 
-    def start(wanted: threading.Event) -> tuple[ProbeWaker, threading.Event]:
+    def start(slot: FreeSlot) -> tuple[ProbeWaker, threading.Event]:
         woken = threading.Event()
         probe = partial(Store().ready_probe, Partition())
-        waker = ProbeWaker("default", woken, wanted.is_set, probe)
+        waker = ProbeWaker("default", woken, slot, probe)
         waker.start()
         started.append(waker)
         return waker, woken
@@ -109,23 +108,25 @@ def prober_of():
 
 
 def test_a_ready_job_wakes_an_idle_prober_once(prober_of) -> None:
-    wanted = threading.Event()
-    wanted.set()
-    _, woken = prober_of(wanted)
+    slot = FreeSlot()
+    slot.free.set()
+    _, woken = prober_of(slot)
     wd.enqueue("a", queue="q")
     assert woken.wait(5), "the new ready job did not wake the worker"
     woken.clear()
-    time.sleep(PROBE_INTERVAL * 10)  # proving an absence: it probes every PROBE_INTERVAL
+    for _ in range(3):  # proving an absence: three whole rounds, each probing once
+        slot.let_it_poll()
     assert not woken.is_set(), "a job still ready (held by another claimer) woke it again"
     wd.enqueue("b", queue="q2", priority=1)  # a better one is news
     assert woken.wait(5), "a new best ready job did not wake the worker"
 
 
 def test_a_busy_prober_is_not_woken_until_a_slot_frees(prober_of) -> None:
-    wanted = threading.Event()
-    _, woken = prober_of(wanted)  # every slot busy from the start
+    slot = FreeSlot()
+    _, woken = prober_of(slot)  # every slot busy from the start
     wd.enqueue("a", queue="q")
-    time.sleep(PROBE_INTERVAL * 10)  # proving an absence
+    for _ in range(3):  # proving an absence: three whole rounds, each asking for a slot
+        slot.let_it_poll()
     assert not woken.is_set(), "a worker with no free slot was woken"
-    wanted.set()
+    slot.free.set()
     assert woken.wait(5), "the job made ready while busy was never noticed"
