@@ -169,6 +169,10 @@ def setup(db: str, name: str = DB_NAME) -> None:
         with psycopg.connect(host="127.0.0.1", user="postgres", autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             admin.execute(f"CREATE DATABASE {name}")
+    elif db == "mariadb":
+        from bench.settings import DATABASES
+
+        _recreate_mariadb(DATABASES["default"], name)
     else:
         from bench.settings import SQLITE_DIR
 
@@ -183,6 +187,25 @@ def setup(db: str, name: str = DB_NAME) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def _recreate_mariadb(database: dict[str, Any], name: str) -> None:
+    """Drop and create database ``name`` as the bench's MariaDB user (scripts/ensure-mariadb
+    lets it create ``watchdog*`` databases)."""
+    import MySQLdb
+
+    admin = MySQLdb.connect(
+        host=database["HOST"],
+        port=int(database["PORT"]),
+        user=database["USER"],
+        password=database["PASSWORD"],
+    )
+    try:
+        cursor = admin.cursor()
+        cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    finally:
+        admin.close()
 
 
 def cpu_seconds() -> float:

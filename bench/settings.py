@@ -2,7 +2,9 @@
 
 watchdog: django_watchdog with the bench handlers (bench/benchapp/jobs.py).
 tasks_db: Django's django.tasks with the django-tasks-db backend (bench/benchapp/tasks.py).
-Both use the same database settings: PostgreSQL on 127.0.0.1, or a WAL-mode SQLite file.
+Both use the same database settings: PostgreSQL on 127.0.0.1, MariaDB on 127.0.0.1 (the test
+user of scripts/ensure-mariadb, at READ COMMITTED as watchdog requires), or a WAL-mode
+SQLite file.
 """
 
 import os
@@ -20,15 +22,31 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+
+def server(engine: str, env: str, user: str, port: str, **more: object) -> dict[str, object]:
+    """A database server on 127.0.0.1 (or ``<env>HOST``), as ``<env>USER`` on ``<env>PORT``."""
+    return {
+        "ENGINE": f"django.db.backends.{engine}",
+        "NAME": DB_NAMES[SYSTEM],
+        "USER": os.environ.get(f"{env}USER", user),
+        "HOST": os.environ.get(f"{env}HOST", "127.0.0.1"),
+        "PORT": os.environ.get(f"{env}PORT", port),
+        **more,
+    }
+
+
 if DB == "postgres":
+    DATABASES = {"default": server("postgresql", "PG", "postgres", "5432")}
+elif DB == "mariadb":
     DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": DB_NAMES[SYSTEM],
-            "USER": os.environ.get("PGUSER", "postgres"),
-            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
-            "PORT": os.environ.get("PGPORT", "5432"),
-        }
+        "default": server(
+            "mysql",
+            "MARIADB_",
+            "watchdog",
+            "3306",
+            PASSWORD=os.environ.get("MARIADB_PASSWORD", "watchdog"),
+            OPTIONS={"charset": "utf8mb4", "isolation_level": "read committed"},
+        )
     }
 else:
     DATABASES = {
@@ -46,8 +64,9 @@ else:
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]
 if SYSTEM == "watchdog":
     INSTALLED_APPS += ["django_watchdog", "bench.benchapp"]
-    # PostgreSQL wakes workers with NOTIFY and SQLite with a data_version check on each write
-    # to its files; the poll interval is only the fallback, so the defaults are the fastest.
+    # PostgreSQL wakes workers with NOTIFY, SQLite with a data_version check on each write to
+    # its files, MariaDB with a probe every 0.1 s; the poll interval is only the fallback,
+    # so the defaults are the fastest.
     WATCHDOG: dict[str, object] = {}
 elif SYSTEM == "tasks_db":
     INSTALLED_APPS += ["django_tasks_db", "bench.benchapp"]
