@@ -66,11 +66,12 @@ class EngineStore(Protocol):
         ...
 
     def next_due(self) -> datetime | None:
-        """When the next delayed job is due, if any."""
+        """When the next delayed job or retry is due, if any."""
         ...
 
-    def ready_probe(self, partition: Partition) -> object | None:
-        """A cheap read naming the partition's best ready job (``None``: none is ready)."""
+    def ready_probe(self, partition: Partition) -> tuple[object, ...] | None:
+        """A cheap read whose values change when new work may be ready: the partition's
+        best ready job and, on MariaDB, the next due time (``claims.ready_probe``)."""
         ...
 
     def retries_pending(self, partition: Partition) -> bool:

@@ -5,9 +5,10 @@ ready) sends ``NOTIFY`` inside its transaction, so it arrives at commit. SQLite:
 data_version`` tells any other connection's commit; on Linux the waker reads it when the
 kernel reports a write to the database or its write-ahead log (``inotify``), and sleeps
 otherwise; elsewhere it polls it every few milliseconds. MariaDB (no NOTIFY): every
-``PROBE_INTERVAL`` a read of the claim index names the best ready job of the worker's
-lanes; a new one wakes the worker. Either way the worker still polls at ``POLL_INTERVAL``
-as a fallback.
+``PROBE_INTERVAL`` one statement reads the best ready job of the worker's lanes (a walk of
+the claim index) and when the next delayed job or retry comes due (an end of two
+indexes); a new job or a new due time wakes the worker, which then claims and re-reads
+its next due time. Either way the worker still polls at ``POLL_INTERVAL`` as a fallback.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ SQLITE_CHECK_INTERVAL = 0.005
 #: a moment), then the waker sleeps until the next write, or SQLITE_IDLE_CHECK at most.
 SQLITE_AFTER_WRITE = 0.025
 SQLITE_IDLE_CHECK = 1.0
-#: Seconds between two probes of an idle worker on MariaDB (one index read each). Measured
-#: (docs/how-to/mariadb.md): 0.1 s wakes in p50 51 ms for 1.3 % of a core idle; 20 ms
+#: Seconds between two probes of an idle worker on MariaDB (one statement each). Measured
+#: (docs/how-to/mariadb.md): 0.1 s wakes in p50 60 ms for 0.8 % of a core idle; 20 ms
 #: halved the latency for three times the CPU, over the idle-worker test's 1.5 % budget.
 PROBE_INTERVAL = 0.1
 LISTEN_RECONNECT_MAX = 5.0
@@ -46,9 +47,10 @@ class Waker:
     and the freed slot wakes the worker anyway.
     """
 
-    #: Whether every committed change wakes the worker, a delayed job's enqueue included
-    #: (NOTIFY, a write to SQLite's files). A probe of ready jobs does not see a delayed
-    #: one: the worker then keeps looking for due jobs every idle poll.
+    #: Whether the waker tells of every new due time the worker could not know, a delayed
+    #: job's enqueue or another worker's retry (NOTIFY, a write to SQLite's files, a
+    #: sooner due time in the probe). Without it the worker keeps looking for due jobs
+    #: every idle poll.
     TELLS_EVERY_CHANGE = True
 
     def __init__(self, using: str, event: threading.Event, wanted: Callable[[], bool]) -> None:
@@ -126,24 +128,42 @@ class SqliteWaker(Waker):
         return False
 
 
-class ProbeWaker(Waker):
-    """Wakes the worker when the probe names a ready job it did not name before: a job
-    that stays ready (another claimer holds its queue) wakes it once, not every probe."""
+Probe = Callable[[], tuple[object, ...] | None]
 
-    TELLS_EVERY_CHANGE = False
+
+def is_news(found: tuple[object, ...] | None, last: tuple[object, ...] | None) -> bool:
+    """Whether the probe read a value (a ready job's id, a due time) that was not in the
+    last row it read: one that appeared or changed is news, one that went away is not
+    (the job was taken, the delay came due)."""
+    if found is None:
+        return False
+    before = last if last is not None else (None,) * len(found)
+    return any(now is not None and now != then for now, then in zip(found, before, strict=True))
+
+
+class ProbeWaker(Waker):
+    """Wakes the worker when the probe reads a value it did not read before (``is_news``):
+    a job that stays ready (another claimer holds its queue) or a due time that stays the
+    next wakes it once, not every probe.
+
+    A due time sooner than every other changes the probe's next due time, and one that
+    is not was already read by the worker (woken for the sooner one, it re-reads its next
+    due time until none is left), so the worker learns every new due time within a
+    probe round. A new ready job that is not the best while a better one stays ready (its
+    queue held by another transaction) waits for the worker's next poll."""
 
     def __init__(
         self,
         using: str,
         event: threading.Event,
         wanted: Callable[[], bool],
-        probe: Callable[[], object | None],
+        probe: Probe,
     ) -> None:
         super().__init__(using, event, wanted)
         self.probe = probe
 
     def _run(self) -> None:
-        last: object | None = None
+        last: tuple[object, ...] | None = None
         try:
             while not self._stopped.is_set():
                 if not self.wanted():
@@ -157,7 +177,7 @@ class ProbeWaker(Waker):
                     connections[self.using].close()
                     self._stopped.wait(1.0)
                     continue
-                if found is not None and found != last:
+                if is_news(found, last):
                     self.event.set()
                 last = found
                 self._stopped.wait(PROBE_INTERVAL)
@@ -190,11 +210,11 @@ def make_waker(
     using: str,
     event: threading.Event,
     wanted: Callable[[], bool],
-    probe: Callable[[], object | None] | None = None,
+    probe: Probe | None = None,
 ) -> Waker | None:
     """The waker of a worker on ``using`` (what the database offers: ``Dialect.WAKE``);
-    ``None`` where it can only poll. ``probe`` names the best ready job of the worker's
-    lanes (``Store.ready_probe``), for databases woken by probing.
+    ``None`` where it can only poll. ``probe`` reads the best ready job of the worker's
+    lanes and the next due time (``Store.ready_probe``), for databases woken by probing.
 
     Notifications are listened for on ``LISTEN_DATABASE`` when set (a direct connection to
     the same database), else on ``using`` itself, except behind a transaction pooler."""

@@ -81,15 +81,19 @@ def _lanes(partition: Partition) -> tuple[str, dict[str, str]]:
     return lane_predicate("j.lane", partition.lanes, partition.exclude_lanes)
 
 
-def ready_probe(using: str, partition: Partition) -> object | None:
-    """What the partition's ready-job probe read (``any_ready_sql``): ``None`` if no job
-    could be claimed now. Where the dialect reads the best ready job's id, a change of
-    value is new work (the idle worker's probe, ``Dialect.WAKE == "probe"``)."""
+def ready_probe(using: str, partition: Partition) -> tuple[object, ...] | None:
+    """The row the idle worker's probe read (``probe_sql``; ``None``: no row). Where the
+    dialect wakes by probing (``Dialect.WAKE == "probe"``) a value that was not there in
+    the last row read is news: a new best ready job, a new next due time."""
+    found = dialect(using).fetch(*probe_statement(using, partition))
+    return tuple(found[0]) if found else None
+
+
+def probe_statement(using: str, partition: Partition) -> tuple[str, dict[str, Any]]:
+    """The idle worker's probe with its params (what the index test EXPLAINs)."""
     predicate, params = _lanes(partition)
     d = dialect(using)
-    now = d.param_datetime(timezone.now())
-    found = d.fetch(d.any_ready_sql(predicate), {**params, "now": now})
-    return found[0][0] if found else None
+    return d.probe_sql(predicate), {**params, "now": d.param_datetime(timezone.now())}
 
 
 def claim_statement(

@@ -267,8 +267,9 @@ class Store:
     def next_due(self) -> datetime | None:
         return due.next_due(self.using)
 
-    def ready_probe(self, partition: Partition) -> object | None:
-        """A cheap read naming the partition's best ready job (``None``: none is ready)."""
+    def ready_probe(self, partition: Partition) -> tuple[object, ...] | None:
+        """A cheap read whose values change when new work may be ready: the partition's
+        best ready job and, on MariaDB, the next due time (``claims.ready_probe``)."""
         return claims.ready_probe(self.using, partition)
 
     def retries_pending(self, partition: Partition) -> bool:

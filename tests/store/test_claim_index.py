@@ -196,3 +196,25 @@ def test_a_feed_read_uses_the_feed_indexes(
         ("feed_lane_at", "feed_lane_pend_at") if lanes else ("feed_at", "feed_pending_at")
     )
     assert sorted(used) == sorted([f"watchdog_job_{read}", f"watchdog_job_{horizon}"]), plan
+
+
+@pytest.mark.mariadb_only
+@pytest.mark.parametrize("lanes", [(), ("mail",)])
+@pytest.mark.usefixtures("realistic_table")
+def test_the_idle_workers_probe_reads_index_ends_only(lanes: tuple[str, ...]) -> None:
+    """MariaDB's probe, run every 0.1 s by an idle worker: the best ready job is a walk of a
+    claim index, the next delayed job's due time an end of the due index (the aggregate
+    is "optimized away"), the next retry's a range of the retry index (retrying jobs only).
+    No read of the job table is a scan."""
+    Job.objects.filter(job_id="wait-0-7").update(
+        delayed=True, run_after=timezone.now() + timedelta(hours=1), position=None
+    )
+    sql, params = claims.probe_statement("default", claims.Partition(lanes=lanes))
+    plan = _mariadb_plan(sql, params)
+    reads = [line.split() for line in plan.splitlines()]
+    job_reads = [words for words in reads if words[0] in ("j", "r", "watchdog_job")]
+    assert all(words[1] != "ALL" for words in job_reads), plan
+    keys = {(words[0], words[2]) for words in job_reads}
+    assert any(table == "j" and key.startswith("watchdog_job_claim") for table, key in keys), plan
+    assert ("watchdog_job", "watchdog_job_retry_due") in keys, plan
+    assert "Select tables optimized away" in plan, plan

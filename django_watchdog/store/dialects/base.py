@@ -46,7 +46,7 @@ class Dialect:
     NOW: ClassVar[str]
     #: How idle workers learn of new work sooner than their next poll: ``"notify"``
     #: (``notifications()``), ``"data_version"`` (``data_version()``), ``"probe"`` (a
-    #: frequent ``any_ready_sql`` read), or ``None``.
+    #: frequent ``probe_sql`` read), or ``None``.
     WAKE: ClassVar[str | None] = None
     #: Whether the driver loads ``timestamptz`` values Python cannot hold (then watchdog
     #: installs a loader that marks them unreadable: ``store.timestamps``).
@@ -188,8 +188,10 @@ class Dialect:
         with a NULL ``id`` that says it passed a claimable job over (see ``claim_sql``)."""
         return self.fetch(self.claim_sql(lanes), params)
 
-    def any_ready_sql(self, lanes: str) -> str:
-        """Whether a job of the partition could be claimed now (``common.any_ready``)."""
+    def probe_sql(self, lanes: str) -> str:
+        """The idle worker's probe where ``WAKE == "probe"``: one row whose values change
+        when new work may be ready. Here, whether a job of the partition could be claimed
+        now (``common.any_ready``)."""
         return common.any_ready(self.is_set, lanes)
 
     def retry(self, params: Params) -> list[Row]:

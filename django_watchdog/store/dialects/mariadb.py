@@ -261,8 +261,8 @@ class MariadbDialect(Dialect):
     def claim(self, lanes: str, params: Params) -> list[Row]:
         return mariadb_claim.claim(self, lanes, params)
 
-    def any_ready_sql(self, lanes: str) -> str:
-        return mariadb_claim.any_ready(lanes)
+    def probe_sql(self, lanes: str) -> str:
+        return mariadb_claim.probe(lanes)
 
     def retry(self, params: Params) -> list[Row]:
         if not self.execute(RETRY, params):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import common
 from .base import Params, Row, in_clause
+from .mariadb_terms import is_set
 
 if TYPE_CHECKING:
     from .mariadb import MariadbDialect
@@ -39,10 +40,10 @@ def _is_set(column: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def candidates(lanes: str, limit: str = "%(limit)s") -> str:
-    """Step 1: the best claimable jobs (id, queue) of the partition, up to ``limit``."""
+def candidates(lanes: str, limit: str = "%(limit)s", columns: str = "j.id, j.queue") -> str:
+    """Step 1: the best claimable jobs (``columns``) of the partition, up to ``limit``."""
     return f"""
-SELECT j.id, j.queue FROM watchdog_job j
+SELECT {columns} FROM watchdog_job j
  WHERE {common.claimable(_is_set, lanes)}
  ORDER BY j.priority DESC, j.position ASC, j.id ASC
  LIMIT {limit}
@@ -86,11 +87,16 @@ UPDATE watchdog_job SET state = 'settled', outcome = 'cancelled', ready = FALSE,
 
 
 @lru_cache(maxsize=64)
-def any_ready(lanes: str) -> str:
-    """The id of the best job of the partition that could be claimed now: the idle
-    worker's probe (``WAKE = "probe"``), one walk of the claim index that locks nothing.
-    A new id is new work; the same one (a job another claimer holds) wakes no one twice."""
-    return candidates(lanes, limit="1")
+def probe(lanes: str) -> str:
+    """The idle worker's probe (``WAKE = "probe"``), one statement that locks nothing: the
+    id of the best job of the partition that could be claimed now (one walk of the claim
+    index), and when the next delayed job or retry of any lane comes due (the worker's
+    ``next_due``: an end of the ``watchdog_job_due`` and ``watchdog_job_retry_due`` indexes
+    each). A new id is new
+    work, a new due time a wait the worker must learn of; the same values read again (a
+    job another claimer holds, a delay already known) wake no one twice."""
+    best = candidates(lanes, limit="1", columns="j.id")
+    return f"SELECT ({best}) AS ready, ({common.next_due(is_set)}) AS due"
 
 
 def claim(dialect: MariadbDialect, lanes: str, params: Params) -> list[Row]:
