@@ -213,9 +213,7 @@ class WatchdogWorker:
                     break
                 if started and not self.exhausted and self.free_slots():
                     continue  # ready work remains: claim again without sleeping
-                woken = self.wake.wait(timeout=self._idle_wait())
-                self.wake.clear()
-                self._waited(woken=woken)
+                self._sleep()
         finally:
             self.shutdown()
         return 0
@@ -383,6 +381,16 @@ class WatchdogWorker:
                 wait = min(wait, until_due)
                 self._promote_at = min(self._promote_at, self.clock.monotonic() + until_due)
         return wait
+
+    def _sleep(self) -> None:
+        """The idle wait: until woken, or until the poll or something due. A wake that
+        comes after the wait timed out stays set for the next one: cleared, it would be
+        lost, and with a waker that tells every change the worker would not look again for
+        the due time it told of."""
+        woken = self.wake.wait(timeout=self._idle_wait())
+        if woken:
+            self.wake.clear()
+        self._waited(woken=woken)
 
     def _waited(self, *, woken: bool) -> None:
         """The idle wait ended, ``woken`` by the event (a waker, a freed slot) or not."""

@@ -1,5 +1,6 @@
 """The worker engine driven step by step against a fake store: no database, no threads."""
 
+import threading
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -490,3 +491,28 @@ def test_a_worker_with_every_slot_busy_still_promotes_each_poll():
     worker.clock.advance(worker._idle_wait())
     worker.run_once()
     assert store.promotions == promotions + 1
+
+
+class LateWake(threading.Event):
+    """The worker's wake event, set by the waker just after the idle wait timed out."""
+
+    def wait(self, timeout=None):
+        woken = super().wait(0)
+        if not woken:
+            self.set()
+        return woken
+
+
+def test_a_wake_just_after_the_idle_wait_timed_out_is_not_lost():
+    store = DueCountingStore()
+    worker = make_worker(store, {"l": lambda job: None}, poll_interval=0.5)
+    worker._wakes_on_changes = True  # as start() with a waker thread sets it
+    worker.wake = LateWake()
+    worker.run_once()
+    worker._sleep()  # nothing delayed; a delayed job's enqueue wakes it as the wait ends
+    store.due = worker.clock.now() + timedelta(seconds=0.2)
+    looks = store.due_looks
+    for _ in range(2):  # the wait that finds the wake set, then the look it calls for
+        worker.run_once()
+        worker._sleep()
+    assert store.due_looks == looks + 1, "the worker did not look for the due time it was told of"
