@@ -282,6 +282,8 @@ def floor_system() -> dict[str, Any]:
     from bench import floor
 
     target = ARGS["target"]
+    if DB == "mariadb":
+        return floor_mariadb(floor.connect_mariadb(target))
     if DB == "postgres":
         import psycopg
 
@@ -310,6 +312,28 @@ def floor_system() -> dict[str, Any]:
             connection.executemany(f"INSERT INTO {floor.TABLE} (tag) VALUES ({param})", rows)
             connection.execute("COMMIT")
         return {"seconds": time.perf_counter() - started, "commit": time.time()}
+    raise SystemExit(f"unknown op {OP}")
+
+
+def floor_mariadb(connection: Any) -> dict[str, Any]:
+    """The floor's ops on MariaDB (a MySQLdb connection, one transaction per op)."""
+    from bench import floor
+
+    with connection.cursor() as cursor:
+        if OP == "setup":
+            for statement in floor.CREATE_MARIADB:
+                cursor.execute(statement)
+            return {}
+        if OP == "reset":
+            cursor.execute(f"DELETE FROM {floor.TABLE}")
+            connection.commit()
+            return {}
+        if OP == "prefill":
+            started = time.perf_counter()
+            rows = [(f"{ARGS['tag']}:{i}",) for i in range(ARGS["n"])]
+            cursor.executemany(f"INSERT INTO {floor.TABLE} (tag) VALUES (%s)", rows)
+            connection.commit()
+            return {"seconds": time.perf_counter() - started, "commit": time.time()}
     raise SystemExit(f"unknown op {OP}")
 
 

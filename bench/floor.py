@@ -8,7 +8,9 @@ Its own table (``bench_floor``), no framework. Per job:
     settle: UPDATE ... SET state = 'done' WHERE id = ... AND token = ...; COMMIT
 
 On SQLite the claim is ``BEGIN IMMEDIATE`` (the write lock) instead of ``SKIP LOCKED``.
-Run as ``python -m bench.floor postgres|sqlite TARGET``; stops on SIGTERM.
+On MariaDB the statements are PostgreSQL's, at READ COMMITTED (as watchdog's connections),
+with an index on (state, id) for the partial index MariaDB does not have.
+Run as ``python -m bench.floor postgres|mariadb|sqlite TARGET``; stops on SIGTERM.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import signal
 import sqlite3
 import sys
 import time
+from typing import Any
+from urllib.parse import urlsplit
 
 from .stamp import stamp
 
@@ -35,6 +39,16 @@ CREATE TABLE {TABLE} (id integer PRIMARY KEY AUTOINCREMENT, tag text NOT NULL,
                       state text NOT NULL DEFAULT 'queued', token text);
 CREATE INDEX {TABLE}_queued ON {TABLE} (id) WHERE state = 'queued';
 """
+CREATE_MARIADB = (
+    f"DROP TABLE IF EXISTS {TABLE}",
+    f"""CREATE TABLE {TABLE} (id bigint AUTO_INCREMENT PRIMARY KEY, tag varchar(255) NOT NULL,
+                          state varchar(16) NOT NULL DEFAULT 'queued', token varchar(32),
+                          INDEX {TABLE}_queued (state, id)) ENGINE=InnoDB""",
+)
+CLAIM = f"SELECT id, tag FROM {TABLE} WHERE state = 'queued' ORDER BY id LIMIT 1"
+SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+TAKE = f"UPDATE {TABLE} SET state = 'running', token = %s WHERE id = %s"
+SETTLE = f"UPDATE {TABLE} SET state = 'done' WHERE id = %s AND token = %s"
 IDLE_POLL = 0.005
 _stop = False
 
@@ -51,34 +65,51 @@ def connect_sqlite(path: str) -> sqlite3.Connection:
     return connection
 
 
+def connect_mariadb(url: str) -> Any:
+    """A MySQLdb connection (autocommit off, READ COMMITTED) to ``mariadb://user:pw@host:port/db``."""
+    import MySQLdb
+
+    parts = urlsplit(url)
+    connection = MySQLdb.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=parts.username or "",
+        password=parts.password or "",
+        database=parts.path.lstrip("/"),
+        charset="utf8mb4",
+    )
+    connection.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    return connection
+
+
+def run_locking(connection: Any) -> None:
+    """The claim-run-settle loop on a DB-API connection whose server has SKIP LOCKED."""
+    while not _stop:
+        token = secrets.token_hex(16)
+        with connection.cursor() as cursor:
+            cursor.execute(CLAIM + SKIP_LOCKED)
+            row = cursor.fetchone()
+            if row is not None:
+                cursor.execute(TAKE, (token, row[0]))
+        connection.commit()
+        if row is None:
+            time.sleep(IDLE_POLL)
+            continue
+        stamp(row[1])
+        with connection.cursor() as cursor:
+            cursor.execute(SETTLE, (row[0], token))
+        connection.commit()
+
+
 def run_postgres(dsn: str) -> None:
     import psycopg
 
     with psycopg.connect(dsn) as connection:
-        while not _stop:
-            token = secrets.token_hex(16)
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT id, tag FROM {TABLE} WHERE state = 'queued' ORDER BY id LIMIT 1 "
-                    "FOR UPDATE SKIP LOCKED"
-                )
-                row = cursor.fetchone()
-                if row is not None:
-                    cursor.execute(
-                        f"UPDATE {TABLE} SET state = 'running', token = %s WHERE id = %s",
-                        (token, row[0]),
-                    )
-            connection.commit()
-            if row is None:
-                time.sleep(IDLE_POLL)
-                continue
-            stamp(row[1])
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"UPDATE {TABLE} SET state = 'done' WHERE id = %s AND token = %s",
-                    (row[0], token),
-                )
-            connection.commit()
+        run_locking(connection)
+
+
+def run_mariadb(url: str) -> None:
+    run_locking(connect_mariadb(url))
 
 
 def run_sqlite(path: str) -> None:
@@ -86,21 +117,15 @@ def run_sqlite(path: str) -> None:
     while not _stop:
         token = secrets.token_hex(16)
         connection.execute("BEGIN IMMEDIATE")
-        row = connection.execute(
-            f"SELECT id, tag FROM {TABLE} WHERE state = 'queued' ORDER BY id LIMIT 1"
-        ).fetchone()
+        row = connection.execute(CLAIM).fetchone()
         if row is not None:
-            connection.execute(
-                f"UPDATE {TABLE} SET state = 'running', token = ? WHERE id = ?", (token, row[0])
-            )
+            connection.execute(TAKE.replace("%s", "?"), (token, row[0]))
         connection.execute("COMMIT")
         if row is None:
             time.sleep(IDLE_POLL)
             continue
         stamp(row[1])
-        connection.execute(
-            f"UPDATE {TABLE} SET state = 'done' WHERE id = ? AND token = ?", (row[0], token)
-        )
+        connection.execute(SETTLE.replace("%s", "?"), (row[0], token))
 
 
 def main() -> None:
@@ -108,7 +133,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, _on_term)
     db, target = sys.argv[1], sys.argv[2]
     os.environ.setdefault("BENCH_STAMP_FILE", "/dev/null")
-    (run_postgres if db == "postgres" else run_sqlite)(target)
+    {"postgres": run_postgres, "mariadb": run_mariadb, "sqlite": run_sqlite}[db](target)
 
 
 if __name__ == "__main__":
