@@ -5,7 +5,9 @@ Rows are not invented column by column: each generated row is a copy of a row th
 API wrote (a queued job behind the busy queue, a settled job from the empty-table drain, a
 queue row), with only its identity changed (id = position, job_id, queue, feed position).
 Whatever columns the store has when the benchmark runs, the copies carry the values the
-store itself chose. Runs inside the watchdog Django settings (bench.driver).
+store itself chose. Row sources: ``generate_series`` on PostgreSQL, the SEQUENCE engine's
+``seq_1_to_N`` on MariaDB, a recursive CTE on SQLite. Runs inside the watchdog Django
+settings (bench.driver).
 """
 
 from __future__ import annotations
@@ -22,39 +24,64 @@ BUSY = "busy"
 HISTORY_QUEUES = 1000
 
 
+START_CLOCK = (
+    "INSERT INTO watchdog_feed_clock (id, last_position) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"
+)
+START_CLOCK_MARIADB = "INSERT IGNORE INTO watchdog_feed_clock (id, last_position) VALUES (1, 0)"
+#: MariaDB's generated columns (migration 0009) take no value in an INSERT.
+MARIADB_WRITABLE_COLUMNS = (
+    "SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() "
+    "AND table_name = %s AND is_generated = 'NEVER' ORDER BY ordinal_position"
+)
+
+
 def _columns(table: str) -> list[str]:
+    """The columns an INSERT may write, in table order."""
     with connection.cursor() as cursor:
+        if connection.vendor == "mysql":
+            cursor.execute(MARIADB_WRITABLE_COLUMNS, [table])
+            return [row[0] for row in cursor.fetchall()]
         return [c.name for c in connection.introspection.get_table_description(cursor, table)]
 
 
-def _series(count: int) -> str:
-    """A row source ``s(g)`` for g = 1..count (and ``s.id``, a fresh job id, for jobs)."""
+def _text(prefix: str, number: str) -> str:
+    """SQL for the text ``prefix`` followed by the number ``number``."""
+    if connection.vendor == "mysql":
+        return f"CONCAT('{prefix}', {number})"
+    return f"'{prefix}' || {number}"
+
+
+def _next_ids(count: int) -> str:
+    """A row source ``s`` of g = 1..count, with ``s.id``, a fresh job id, for each g."""
     if connection.vendor == "postgresql":
         return (
             "(SELECT nextval(pg_get_serial_sequence('watchdog_job', 'id')) AS id, g "
             f"FROM generate_series(1, {int(count)}) AS g) AS s"
         )
-    return "s"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COALESCE(MAX(id), 0) FROM watchdog_job")
+        base = int(cursor.fetchone()[0])
+    if connection.vendor == "mysql":  # MariaDB's SEQUENCE engine: seq_1_to_N is a table
+        return f"(SELECT seq AS g, {base} + seq AS id FROM seq_1_to_{int(count)}) AS s"
+    return f"(SELECT g, {base} + g AS id FROM s) AS s"
 
 
 def _clone(table: str, key: str, template: Any, count: int, overrides: dict[str, str]) -> int:
     """Insert ``count`` copies of ``table``'s row ``key = template``, with ``overrides``."""
+    quote = connection.ops.quote_name
     columns = _columns(table)
-    exprs = ", ".join(overrides.get(c, f't."{c}"') for c in columns)
-    names = ", ".join(f'"{c}"' for c in columns)
-    source = f'(SELECT * FROM {table} WHERE "{key}" = %s) AS t'
-    if connection.vendor == "postgresql":
-        rows = f"{_series(count)} CROSS JOIN {source}"
-        sql = f"INSERT INTO {table} ({names}) SELECT {exprs} FROM {rows}"
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT COALESCE(MAX(id), 0) FROM watchdog_job")
-            base = int(cursor.fetchone()[0])
+    exprs = ", ".join(overrides.get(c, f"t.{quote(c)}") for c in columns)
+    names = ", ".join(quote(c) for c in columns)
+    source = f"(SELECT * FROM {table} WHERE {quote(key)} = %s) AS t"
+    rows = f"{_next_ids(count)} CROSS JOIN {source}"
+    if connection.vendor == "sqlite":
         sql = (
             f"INSERT INTO {table} ({names}) WITH RECURSIVE s(g) AS "
             f"(SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < {int(count)}) "
-            f"SELECT {exprs} FROM (SELECT g, {base} + g AS id FROM s) AS s CROSS JOIN {source}"
+            f"SELECT {exprs} FROM {rows}"
         )
+    else:
+        sql = f"INSERT INTO {table} ({names}) SELECT {exprs} FROM {rows}"
     with connection.cursor() as cursor:
         cursor.execute(sql, [template])
         return int(cursor.rowcount)
@@ -85,16 +112,13 @@ def fill(args: dict[str, Any]) -> dict[str, Any]:
             "id",
             behind.id,
             queued - 1,
-            {"id": "s.id", "position": "s.id", "job_id": "'busy-' || s.g"},
+            {"id": "s.id", "position": "s.id", "job_id": _text("busy-", "s.g")},
         )
         made_queues = _clone(
-            "watchdog_queue", "name", BUSY, HISTORY_QUEUES, {"name": "'hist-' || (s.g - 1)"}
+            "watchdog_queue", "name", BUSY, HISTORY_QUEUES, {"name": _text("hist-", "(s.g - 1)")}
         )
         with connection.cursor() as cursor:
-            cursor.execute(
-                "INSERT INTO watchdog_feed_clock (id, last_position) VALUES (1, 0) "
-                "ON CONFLICT (id) DO NOTHING"
-            )
+            cursor.execute(START_CLOCK_MARIADB if connection.vendor == "mysql" else START_CLOCK)
             cursor.execute("SELECT last_position FROM watchdog_feed_clock WHERE id = 1")
             clock = int(cursor.fetchone()[0])
         made_settled = _clone(
@@ -105,8 +129,8 @@ def fill(args: dict[str, Any]) -> dict[str, Any]:
             {
                 "id": "s.id",
                 "position": "s.id",
-                "job_id": "'hist-' || s.g",
-                "queue": f"'hist-' || (s.g %% {HISTORY_QUEUES})",
+                "job_id": _text("hist-", "s.g"),
+                "queue": _text("hist-", f"(s.g %% {HISTORY_QUEUES})"),
                 "feed_position": f"{clock} + s.g",
             },
         )
@@ -115,10 +139,13 @@ def fill(args: dict[str, Any]) -> dict[str, Any]:
                 "UPDATE watchdog_feed_clock SET last_position = last_position + %s WHERE id = 1",
                 [made_settled],
             )
-    if connection.vendor == "postgresql":
+    if connection.vendor in ("postgresql", "mysql"):
+        table = "TABLE " if connection.vendor == "mysql" else ""
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE watchdog_job")
-            cursor.execute("ANALYZE watchdog_queue")
+            for name in ("watchdog_job", "watchdog_queue"):
+                cursor.execute(f"ANALYZE {table}{name}")
+                if connection.vendor == "mysql":
+                    cursor.fetchall()  # ANALYZE TABLE answers with a row per table
     head = wd.queue_head(BUSY)
     assert head.state == "running", head
     counts = {

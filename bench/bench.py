@@ -2,7 +2,7 @@
 
 Usage (through bench/run, which builds the virtualenv):
     bench/run [--quick] [--repeat N] [--only watchdog,tasks_db,procrastinate,celery,floor]
-              [--db sqlite|postgres|both] [--jobs N] [--no-charts]
+              [--db sqlite|postgres|mariadb|both|all] [--jobs N] [--no-charts]
 
 Every system runs real worker processes started exactly as a user would start them; every
 job is the same no-op that appends one line to a stamp file (bench/stamp.py). Rates come
@@ -33,9 +33,20 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RESULTS = ROOT / "bench" / "results"
 CHARTS = ROOT / "docs" / "performance"
-SQLITE_DIR = Path("/tmp/django-watchdog-bench")
+#: Stamps, logs and SQLite files (BENCH_WORK_DIR: a bench test runs beside a bench).
+WORK = Path(os.environ.get("BENCH_WORK_DIR", "/tmp/django-watchdog-bench"))
+SQLITE_DIR = WORK
+#: Appended to every server database's name (bench/settings.py reads it too).
+DB_SUFFIX = os.environ.get("BENCH_DB_SUFFIX", "")
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+#: MariaDB: the systems connect over TCP as this user; root over the server's socket
+#: (as scripts/ensure-mariadb) creates it and its databases.
+MARIADB = {"host": "127.0.0.1", "port": 3306, "user": "bench", "password": "bench"}
+MARIADB_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock")
 SYSTEMS = ("watchdog", "tasks_db", "procrastinate", "celery", "floor")
+DATABASES = ("sqlite", "postgres", "mariadb")
+#: --db's names for several databases ("both" kept its meaning when MariaDB came).
+DB_CHOICES = {"both": ["sqlite", "postgres"], "all": list(DATABASES)}
 PEERS = ("tasks_db", "procrastinate", "celery")
 LABELS = {
     "watchdog": "watchdog",
@@ -44,12 +55,25 @@ LABELS = {
     "celery": "celery+redis",
     "floor": "floor",
 }
-PG_ONLY = {"procrastinate"}
+#: The systems measured on each database. Procrastinate is PostgreSQL only; Celery does not
+#: use the SQL database: measured once, with the last database given, and shown in the
+#: SQLite and PostgreSQL tables; the MariaDB table shows both as n/a (the comparison there
+#: is with django-tasks-db and the floor on the same server).
+APPLIES = {
+    "sqlite": ("watchdog", "tasks_db", "celery", "floor"),
+    "postgres": SYSTEMS,
+    "mariadb": ("watchdog", "tasks_db", "floor"),
+}
 PG_DATABASES = {
-    "watchdog": "watchdog_bench",
-    "tasks_db": "bench_tasks_db",
-    "procrastinate": "bench_procrastinate",
-    "floor": "bench_floor",
+    "watchdog": "watchdog_bench" + DB_SUFFIX,
+    "tasks_db": "bench_tasks_db" + DB_SUFFIX,
+    "procrastinate": "bench_procrastinate" + DB_SUFFIX,
+    "floor": "bench_floor" + DB_SUFFIX,
+}
+MARIADB_DATABASES = {
+    "watchdog": "bench_watchdog" + DB_SUFFIX,
+    "tasks_db": "bench_tasks_db" + DB_SUFFIX,
+    "floor": "bench_floor" + DB_SUFFIX,
 }
 WORKER_PROCS = (1, 2, 4)
 WORKLOADS = ("enqueue", "drain", "latency", "flatness", "feed")
@@ -72,6 +96,10 @@ class Sizes:
 
 DEFAULT = Sizes(500, 2000, 1000, 100, 100, 99_000, 1_000_000, 1000, 100, 2000)
 QUICK = Sizes(100, 300, 200, 20, 20, 9_900, 100_000, 200, 20, 300)
+#: ``--smoke``: every workload once with tiny sizes, drains with 2 processes of 1 thread
+#: only (tests/bench): proves the paths run; its figures mean nothing.
+SMOKE = Sizes(10, 20, 20, 4, 5, 100, 1_000, 20, 4, 20)
+SMOKE_PROCS = (2,)
 #: ``--at-scale``: the flatness workload with 1,000,000 queued jobs (990,000 behind one busy
 #: queue, 10,000 drained over 1,000 queues) and 10,000,000 settled rows, built with bulk SQL.
 AT_SCALE = {
@@ -104,6 +132,8 @@ def base_env(system: str, db: str, stamp_file: Path) -> dict[str, str]:
         BENCH_STAMP_FILE=str(stamp_file),
     )
     env.pop("DJANGO_SETTINGS_MODULE", None)
+    if db == "mariadb":  # bench/settings.py connects as the user prepare() created
+        env.update(MARIADB_USER=MARIADB["user"], MARIADB_PASSWORD=MARIADB["password"])
     if system in ("watchdog", "tasks_db"):
         env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     return env
@@ -112,7 +142,38 @@ def base_env(system: str, db: str, stamp_file: Path) -> dict[str, str]:
 def floor_target(db: str) -> str:
     if db == "postgres":
         return f"postgresql://{PG['user']}@{PG['host']}:{PG['port']}/{PG_DATABASES['floor']}"
+    if db == "mariadb":
+        m = MARIADB
+        return (
+            f"mariadb://{m['user']}:{m['password']}@{m['host']}:{m['port']}/"
+            f"{MARIADB_DATABASES['floor']}"
+        )
     return str(SQLITE_DIR / "bench_floor.sqlite3")
+
+
+def mariadb_admin() -> Any:
+    """A connection as root over the server's socket (what scripts/ensure-mariadb uses)."""
+    import MySQLdb
+
+    socket = next((s for s in MARIADB_SOCKETS if Path(s).exists()), MARIADB_SOCKETS[0])
+    return MySQLdb.connect(unix_socket=socket, user="root", charset="utf8mb4")
+
+
+def create_mariadb_database(name: str) -> None:
+    """Drop and create ``name`` (utf8mb4), and let the bench user use it."""
+    user, password = MARIADB["user"], MARIADB["password"]
+    connection = mariadb_admin()
+    try:
+        cursor = connection.cursor()
+        for host in ("localhost", "127.0.0.1"):
+            cursor.execute(
+                f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY '{password}'"
+            )
+            cursor.execute(f"GRANT ALL PRIVILEGES ON `bench\\_%`.* TO '{user}'@'{host}'")
+        cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    finally:
+        connection.close()
 
 
 def drive(
@@ -317,7 +378,7 @@ class Stamps:
 
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
-        self.sizes = QUICK if args.quick else DEFAULT
+        self.sizes = SMOKE if args.smoke else QUICK if args.quick else DEFAULT
         if args.jobs:
             self.sizes = Sizes(
                 **{
@@ -329,10 +390,11 @@ class Bench:
         if args.at_scale:
             self.sizes = Sizes(**{**self.sizes.__dict__, **AT_SCALE})
         self.repeat = args.repeat
-        self.procs = (1, 2) if args.quick else WORKER_PROCS
+        self.smoke = args.smoke
+        self.procs = SMOKE_PROCS if args.smoke else (1, 2) if args.quick else WORKER_PROCS
         self.only = args.only
         self.workloads = args.workloads
-        self.work = Path("/tmp/django-watchdog-bench")
+        self.work = WORK
         self.work.mkdir(parents=True, exist_ok=True)
         self.logs = self.work / "logs"
         shutil.rmtree(self.logs, ignore_errors=True)
@@ -361,6 +423,8 @@ class Bench:
             with psycopg.connect(dbname="postgres", autocommit=True, **PG) as connection:
                 connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
                 connection.execute(f"CREATE DATABASE {name}")
+        if db == "mariadb" and system in MARIADB_DATABASES:
+            create_mariadb_database(MARIADB_DATABASES[system])
         if db == "sqlite":
             stem = "watchdog_bench" if system == "watchdog" else f"bench_{system}"
             for path in SQLITE_DIR.glob(f"{stem}.sqlite3*"):
@@ -423,8 +487,8 @@ class Bench:
         return rates
 
     def drain(self, system: str, db: str) -> None:
-        procs = FLOOR_PROCS if system == "floor" else self.procs
-        concurrencies = (1, 4) if system == "watchdog" else (1,)
+        procs = self.procs if self.smoke or system != "floor" else FLOOR_PROCS
+        concurrencies = (1, 4) if system == "watchdog" and not self.smoke else (1,)
         for concurrency in concurrencies:
             for count in procs:
                 drive(system, db, "reset", self.work / "stamps-reset.txt")
@@ -543,11 +607,12 @@ class Bench:
     # everything
 
     def run(self, databases: list[str]) -> None:
+        celery_db = next((db for db in reversed(databases) if "celery" in APPLIES[db]), None)
         for db in databases:
             for system in self.only:
-                if system == "celery" and db != databases[-1]:
+                if system == "celery" and db != celery_db:
                     continue  # Redis does not depend on the database: measured once
-                if system in PG_ONLY and db == "sqlite":
+                if system not in APPLIES[db]:
                     continue
                 log(f"{LABELS[system]} on {db}")
                 steps: list[Callable[[str, str], None]] = [self.prepare]
@@ -569,9 +634,10 @@ class Bench:
                         self.failures.append(f"{system} {db}: {error}"[:500])
                         if step == self.prepare:
                             break
-        if "celery" in self.results.get(databases[-1], {}):
+        if celery_db is not None and "celery" in self.results.get(celery_db, {}):
             for db in databases:
-                self.results.setdefault(db, {})["celery"] = self.results[databases[-1]]["celery"]
+                if "celery" in APPLIES[db]:
+                    self.results.setdefault(db, {})["celery"] = self.results[celery_db]["celery"]
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -621,13 +687,18 @@ def fmt(number: float | None) -> str:
     return f"{number:.2f}" if number < 10 else f"{number:.1f}"
 
 
+#: How each database is named in a table's heading.
+TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mariadb": "MariaDB"}
+
+
 def table(db: str, results: dict[str, Any], systems: list[str]) -> str:
-    others = [s for s in systems if s != "watchdog"]
+    """One database's Markdown table; a system that does not apply there is a column of n/a."""
+    others = [s for s in systems if s != "watchdog" and s in APPLIES[db]]
     header = ["metric (median)", *[LABELS[s] for s in systems]]
     if "watchdog" in systems:
         header += [f"us/{LABELS[s]}" for s in others]
     lines = [
-        f"### {db}",
+        f"### {TITLES[db]}",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
@@ -653,6 +724,12 @@ def table(db: str, results: dict[str, Any], systems: list[str]) -> str:
     lines.append(
         "\\* a peer's 1-thread figure for the same number of processes (its fastest setting)."
     )
+    absent = [LABELS[s] for s in systems if s not in APPLIES[db]]
+    if absent:
+        lines.append(
+            f"{' and '.join(absent)}: n/a on {TITLES[db]} (Procrastinate is PostgreSQL only; "
+            "Celery keeps its jobs in Redis, measured in the other tables)."
+        )
     return "\n".join(lines)
 
 
@@ -743,6 +820,7 @@ def environment() -> dict[str, Any]:
         "kombu",
         "redis",
         "psycopg",
+        "mysqlclient",
     ):
         try:
             info[package] = metadata.version(package)
@@ -759,6 +837,14 @@ def environment() -> dict[str, Any]:
         info["redis_server"] = redis.Redis(host="127.0.0.1").info()["redis_version"]
     except Exception as error:  # noqa: BLE001 - informative only
         info["services_error"] = repr(error)
+    try:
+        connection = mariadb_admin()
+        cursor = connection.cursor()
+        cursor.execute("SELECT VERSION()")
+        info["mariadb"] = cursor.fetchone()[0]
+        connection.close()
+    except Exception as error:  # noqa: BLE001 - informative only
+        info["mariadb_error"] = repr(error)
     try:
         info["commit"] = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -780,6 +866,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, 1 repetition, no charts: proves every path runs (tests/bench)",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=None,
@@ -788,7 +879,12 @@ def main() -> None:
     parser.add_argument(
         "--only", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)}"
     )
-    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument(
+        "--db",
+        choices=[*DATABASES, *DB_CHOICES],
+        default="both",
+        help="a database, both (sqlite and postgres; the default) or all (the three)",
+    )
     parser.add_argument(
         "--jobs",
         type=int,
@@ -815,6 +911,13 @@ def main() -> None:
     )
     parser.add_argument("--no-charts", action="store_true")
     parser.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS,
+        metavar="DIR",
+        help="where the JSON and Markdown results go (default bench/results)",
+    )
+    parser.add_argument(
         "--reuse",
         metavar="JSON",
         help="take the systems not in --only from an earlier results file (tables, charts)",
@@ -829,10 +932,10 @@ def main() -> None:
     if unknown:
         parser.error(f"--workloads: unknown workloads {sorted(unknown)}")
     if args.repeat is None:
-        args.repeat = 1 if args.quick else 3
+        args.repeat = 1 if args.quick or args.smoke else 3
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
-    databases = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    databases = DB_CHOICES.get(args.db, [args.db])
     WATCHDOG_BATCH = args.watchdog_batch
     SQLITE_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -863,7 +966,7 @@ def main() -> None:
         table(
             db,
             bench.results.get(db, {}),
-            [s for s in SYSTEMS if s in shown and not (db == "sqlite" and s in PG_ONLY)],
+            [s for s in SYSTEMS if s in shown and (s in APPLIES[db] or db == "mariadb")],
         )
         for db in databases
     ]
@@ -873,11 +976,12 @@ def main() -> None:
         print(f"FAILED: {failure}")
     env["loadavg_at_end"] = os.getloadavg()
     print(
-        f"\n{elapsed:.0f}s, load average at start {env['loadavg_at_start'][0]:.2f}, "
+        f"\nbench/run {' '.join(sys.argv[1:])}: "
+        f"{elapsed:.0f}s, load average at start {env['loadavg_at_start'][0]:.2f}, "
         f"at end {env['loadavg_at_end'][0]:.2f}, sizes {bench.sizes.__dict__}, "
         f"repeat {args.repeat}, watchdog --batch {WATCHDOG_BATCH}"
     )
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    args.results.mkdir(parents=True, exist_ok=True)
     payload = {
         "environment": env,
         "sizes": bench.sizes.__dict__,
@@ -890,12 +994,12 @@ def main() -> None:
     }
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for name in (f"{stamp}.json", "latest.json"):
-        (RESULTS / name).write_text(json.dumps(payload, indent=2) + "\n")
-    (RESULTS / "latest.md").write_text(text + "\n")
-    if not args.no_charts and not args.quick:
+        (args.results / name).write_text(json.dumps(payload, indent=2) + "\n")
+    (args.results / "latest.md").write_text(text + "\n")
+    if not args.no_charts and not args.quick and not args.smoke:
         for path in charts(bench.results, databases):
             log(f"chart {path.relative_to(ROOT)}")
-    log(f"results in bench/results/{stamp}.json")
+    log(f"results in {args.results / stamp}.json")
 
 
 if __name__ == "__main__":

@@ -3,15 +3,20 @@
 watchdog: django_watchdog with the bench handlers (bench/benchapp/jobs.py).
 tasks_db: Django's django.tasks with the django-tasks-db backend (bench/benchapp/tasks.py).
 Both use the same database settings: PostgreSQL on 127.0.0.1, MariaDB on 127.0.0.1 (the test
-user of scripts/ensure-mariadb, at READ COMMITTED as watchdog requires), or a WAL-mode
-SQLite file.
+user of scripts/ensure-mariadb, or the user ``bench`` that bench.bench creates and passes in
+MARIADB_USER; at READ COMMITTED as watchdog requires), or a WAL-mode SQLite file.
+BENCH_DB_SUFFIX is appended to the server databases' names (bench tests run beside a bench).
 """
 
 import os
 
 SYSTEM = os.environ.get("BENCH_SYSTEM", "watchdog")
 DB = os.environ.get("BENCH_DB", "sqlite")
-DB_NAMES = {"watchdog": "watchdog_bench", "tasks_db": "bench_tasks_db"}
+SUFFIX = os.environ.get("BENCH_DB_SUFFIX", "")
+DB_NAMES = {
+    "watchdog": ("bench_watchdog" if DB == "mariadb" else "watchdog_bench") + SUFFIX,
+    "tasks_db": "bench_tasks_db" + SUFFIX,
+}
 if os.environ.get("BENCH_DB_NAME"):  # a scratch database of its own (bench/roundtrips.py)
     DB_NAMES[SYSTEM] = os.environ["BENCH_DB_NAME"]
 SQLITE_DIR = os.environ.get("BENCH_SQLITE_DIR", "/tmp/django-watchdog-bench")
