@@ -631,7 +631,8 @@ class Bench:
                         step(system, db)
                     except (RuntimeError, TimeoutError, subprocess.SubprocessError) as error:
                         log(f"  FAILED {system} {db} {getattr(step, '__name__', 'step')}: {error}")
-                        self.failures.append(f"{system} {db}: {error}"[:500])
+                        # The end of a driver's stderr names the error; its start is noise.
+                        self.failures.append(f"{system} {db}: ...{str(error)[-500:]}")
                         if step == self.prepare:
                             break
         if celery_db is not None and "celery" in self.results.get(celery_db, {}):
