@@ -41,7 +41,12 @@ DB_SUFFIX = os.environ.get("BENCH_DB_SUFFIX", "")
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 #: MariaDB: the systems connect over TCP as this user; root over the server's socket
 #: (as scripts/ensure-mariadb) creates it and its databases.
-MARIADB = {"host": "127.0.0.1", "port": 3306, "user": "bench", "password": "bench"}
+MARIADB = {
+    "host": os.environ.get("MARIADB_HOST", "127.0.0.1"),
+    "port": int(os.environ.get("MARIADB_PORT", "3306")),
+    "user": "bench",  # bench/settings.py: the same user, host and port
+    "password": "bench",
+}
 MARIADB_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock")
 SYSTEMS = ("watchdog", "tasks_db", "procrastinate", "celery", "floor")
 DATABASES = ("sqlite", "postgres", "mariadb")
@@ -64,6 +69,8 @@ APPLIES = {
     "postgres": SYSTEMS,
     "mariadb": ("watchdog", "tasks_db", "floor"),
 }
+#: Systems a database's table shows as a column of n/a, to say they do not apply there.
+SHOWN_AS_NA = {"mariadb": ("procrastinate", "celery")}
 PG_DATABASES = {
     "watchdog": "watchdog_bench" + DB_SUFFIX,
     "tasks_db": "bench_tasks_db" + DB_SUFFIX,
@@ -967,7 +974,7 @@ def main() -> None:
         table(
             db,
             bench.results.get(db, {}),
-            [s for s in SYSTEMS if s in shown and (s in APPLIES[db] or db == "mariadb")],
+            [s for s in SYSTEMS if s in shown and s in APPLIES[db] + SHOWN_AS_NA.get(db, ())],
         )
         for db in databases
     ]
