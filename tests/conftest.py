@@ -28,6 +28,7 @@ REACHES_THE_DATABASE = (
     "faults",
     "postgres_only",
     "mariadb_only",
+    "server_only",
     "pgbouncer_only",
 )
 #: Fixtures that set up the test database (each test database fixture depends on this one).
@@ -61,7 +62,8 @@ def spans():
 def pytest_collection_modifyitems(config, items):
     """Mark the tests that do not use the database ``database_free`` (scripts/test runs
     them once, in the SQLite run, and ``-m "not database_free"`` on every other database);
-    skip ``postgres_only``, ``mariadb_only`` and ``pgbouncer_only`` tests elsewhere."""
+    skip ``postgres_only``, ``mariadb_only``, ``server_only`` (PostgreSQL or MariaDB) and
+    ``pgbouncer_only`` tests elsewhere."""
     from django.db import connection
 
     for item in items:
@@ -69,13 +71,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.database_free)
 
     only = {
-        "postgres_only": ("postgresql", "needs PostgreSQL (WATCHDOG_TEST_DB=postgres)"),
-        "mariadb_only": ("mysql", "needs MariaDB (WATCHDOG_TEST_DB=mariadb)"),
+        "postgres_only": (("postgresql",), "needs PostgreSQL (WATCHDOG_TEST_DB=postgres)"),
+        "mariadb_only": (("mysql",), "needs MariaDB (WATCHDOG_TEST_DB=mariadb)"),
+        "server_only": (
+            ("postgresql", "mysql"),
+            "needs a database server (WATCHDOG_TEST_DB=postgres or mariadb)",
+        ),
     }
     skip_pooled = pytest.mark.skip(reason="needs PgBouncer (WATCHDOG_TEST_DB=pgbouncer)")
     for item in items:
-        for marker, (vendor, reason) in only.items():
-            if item.get_closest_marker(marker) is not None and connection.vendor != vendor:
+        for marker, (vendors, reason) in only.items():
+            if item.get_closest_marker(marker) is not None and connection.vendor not in vendors:
                 item.add_marker(pytest.mark.skip(reason=reason))
         if item.get_closest_marker("pgbouncer_only") is not None and not THROUGH_PGBOUNCER:
             item.add_marker(skip_pooled)

@@ -21,7 +21,7 @@ from tests.acceptance.conftest import wait_until
 
 pytestmark = [
     pytest.mark.faults,
-    pytest.mark.postgres_only,
+    pytest.mark.server_only,
     pytest.mark.django_db(transaction=True),
 ]
 

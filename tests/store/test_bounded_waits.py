@@ -1,7 +1,10 @@
-"""PostgreSQL: the worker's store verbs wait for a lock another transaction holds at most
-``LOCK_TIMEOUT`` (SPEC §9 rule 16), and worker connections carry the session settings that
-let the server end what a stalled worker leaves behind. One thread holds a queue's lock
-(as a worker stopped inside a transaction would), the test's connection does the rest."""
+"""PostgreSQL and MariaDB: the worker's store verbs wait for a lock another transaction holds
+at most ``LOCK_TIMEOUT`` (SPEC §9 rule 16), and worker connections carry the session settings
+that let the server end what a stalled worker leaves behind. One thread holds a queue's lock
+(as a worker stopped inside a transaction would), the test's connection does the rest.
+
+PostgreSQL bounds the worker's transaction (``lock_timeout``), MariaDB each lock-taking
+statement (``SET STATEMENT max_statement_time``): on both the bound ends with what it bounds."""
 
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ from datetime import timedelta
 import pytest
 from django.db import connection, connections, transaction
 from django.test import override_settings
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import django_watchdog as wd
@@ -28,7 +30,7 @@ from django_watchdog.store.worker_store import WorkerStore
 from .helpers import DONE, claimed, in_background, watchdog_settings
 
 pytestmark = [
-    pytest.mark.postgres_only,
+    pytest.mark.server_only,
     pytest.mark.django_db(transaction=True),
 ]
 
@@ -65,6 +67,22 @@ def row_held(lock: str, key: str) -> Iterator[None]:
     assert not errors, errors
 
 
+#: How each server answers "how long may this session's statements wait?" when nothing
+#: bounds them: (question, answer).
+UNBOUNDED = {
+    "postgresql": ("SHOW lock_timeout", "0"),
+    "mysql": ("SELECT @@SESSION.max_statement_time", 0.0),
+}
+
+
+def assert_the_session_is_unbounded() -> None:
+    """The test connection's session waits for locks as the server says (no bound left)."""
+    question, answer = UNBOUNDED[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(question)
+        assert cursor.fetchone()[0] == answer
+
+
 @pytest.fixture
 def store():
     with watchdog_settings(LOCK_TIMEOUT=BOUND):
@@ -85,14 +103,12 @@ def test_a_settle_behind_a_held_queue_gives_up_after_the_lock_timeout(store):
 
 
 def test_the_bound_ends_with_the_transaction(store):
-    """``lock_timeout`` is set for the worker's transaction only: a handler's own queries
-    on the same connection wait as the session says."""
+    """The bound is set for the worker's transaction (or statement) only: a handler's own
+    queries on the same connection wait as the session says."""
     wd.enqueue("a", queue="q")
     claim = claimed()
     store.settle("a", claim.claim_token, DONE)
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW lock_timeout")
-        assert cursor.fetchone()[0] == "0"
+    assert_the_session_is_unbounded()
 
 
 def test_a_heartbeat_behind_a_held_worker_row_gives_up_after_the_lock_timeout(store):
@@ -105,9 +121,7 @@ def test_a_heartbeat_behind_a_held_worker_row_gives_up_after_the_lock_timeout(st
             store.heartbeat("w")
         assert BOUND <= time.monotonic() - started < PROMPTLY
     assert store.heartbeat("w") is True
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW lock_timeout")
-        assert cursor.fetchone()[0] == "0"
+    assert_the_session_is_unbounded()
 
 
 def test_recovery_defers_a_claim_whose_queue_is_held_and_reconciles_the_rest(store):
@@ -158,14 +172,23 @@ def test_claims_skip_a_held_queue(store):
     assert result.job.job_id == "free"
 
 
-def test_a_claim_that_passed_a_held_queues_job_over_tries_again(store):
-    """The claim statement says when its snapshot showed a claimable job it did not take
-    (here: its queue is held): the claim tries again, up to ``CLAIM_ATTEMPTS`` statements,
-    then reports none."""
+def test_a_claim_that_passed_a_held_queues_job_over_tries_again(store, monkeypatch):
+    """The claim says when it saw a claimable job it did not take (here: its queue is
+    held): it tries again, up to ``CLAIM_ATTEMPTS`` attempts (on PostgreSQL one statement
+    each, on MariaDB four), then reports none."""
+    attempts: list[int] = []
+    take_ready = claims.take_ready
+
+    def counted(*args: object, **kwargs: object) -> object:
+        attempts.append(1)
+        return take_ready(*args, **kwargs)
+
     wd.enqueue("held", queue="held-q")
-    with queue_held("held-q"), CaptureQueriesContext(connection) as sent:
+    monkeypatch.setattr(claims, "take_ready", counted)
+    with queue_held("held-q"):
         assert store.claim(Partition(), worker_id="me").status == "none"
-    assert len(sent.captured_queries) == claims.CLAIM_ATTEMPTS, sent.captured_queries
+    assert len(attempts) == claims.CLAIM_ATTEMPTS
+    monkeypatch.undo()
     assert store.claim(Partition(), worker_id="me").job.job_id == "held"
 
 
@@ -183,15 +206,29 @@ def test_public_verbs_are_not_bounded():
     assert Job.objects.get(job_id="a").outcome == "completed"
 
 
+#: What a worker's new connection reads back with IDLE_IN_TRANSACTION_TIMEOUT 7.5 and
+#: TCP_KEEPALIVES_COUNT 4: (question, answers). Over TCP PostgreSQL's keepalive count is what
+#: was set; over a Unix socket the server reads back 0. MariaDB takes whole seconds (rounded
+#: up) and has no keepalive settings per session.
+SESSION_READ_BACK = {
+    "postgresql": {
+        "SHOW idle_in_transaction_session_timeout": ("7500ms",),
+        "SHOW tcp_keepalives_count": ("4", "0"),
+    },
+    "mysql": {"SELECT @@SESSION.idle_transaction_timeout": (8,)},
+}
+
+
 def test_worker_connections_get_the_session_settings():
     watchdog = {"IDLE_IN_TRANSACTION_TIMEOUT": 7.5, "TCP_KEEPALIVES_COUNT": 4}
-    values: dict[str, str] = {}
+    expected = SESSION_READ_BACK[connection.vendor]
+    values: dict[str, object] = {}
 
     def read() -> None:
         with connections["default"].cursor() as cursor:
-            for name in ("idle_in_transaction_session_timeout", "tcp_keepalives_count"):
-                cursor.execute(f"SHOW {name}")
-                values[name] = cursor.fetchone()[0]
+            for question in expected:
+                cursor.execute(question)
+                values[question] = cursor.fetchone()[0]
 
     with override_settings(WATCHDOG=watchdog):
         sessions.configure_worker_connections("default")
@@ -204,9 +241,8 @@ def test_worker_connections_get_the_session_settings():
             from django.db.backends.signals import connection_created
 
             connection_created.disconnect(dispatch_uid="django_watchdog.worker_session.default")
-    assert values["idle_in_transaction_session_timeout"] == "7500ms"
-    # Over TCP the count is what was set; over a Unix socket the server reads back 0.
-    assert values["tcp_keepalives_count"] in ("4", "0")
+    for question, answers in expected.items():
+        assert values[question] in answers, question
 
 
 def test_the_session_settings_name_what_is_configured():
