@@ -53,10 +53,12 @@ def through_outage(
     runs: object,
     hosts: str,
     outage: Callable[[float], None],
+    env: dict[str, str] | None = None,
 ) -> None:
-    """Two workers, each with two jobs running; ``outage(HOLD)``; then every job must settle."""
+    """Two workers (with ``env`` added to theirs), each with two jobs running;
+    ``outage(HOLD)``; then every job must settle."""
     workers = [
-        spawn_worker("--concurrency", "2", env=SETTINGS, wrap=wrap(hosts, index))
+        spawn_worker("--concurrency", "2", env={**SETTINGS, **(env or {})}, wrap=wrap(hosts, index))
         for index in range(2)
     ]
     wait_until(lambda: Worker.objects.count() == 2, message="both workers to register")
