@@ -1,7 +1,30 @@
-"""A loopback TCP proxy whose connections a test can cut, to simulate a network failure."""
+"""A loopback TCP proxy whose connections a test can cut, to simulate a network failure,
+and how a worker subprocess is pointed through it at the database server under test."""
 
 import socket
 import threading
+
+from django.db import connection
+
+#: Per server (Django's vendor): its default port, and the environment variables through
+#: which tests/settings.py takes a worker's host and port.
+SERVERS = {
+    "postgresql": (5432, "PGHOST", "PGPORT"),
+    "mysql": (3306, "MARIADB_HOST", "MARIADB_PORT"),
+}
+
+
+def server_address() -> tuple[str, int]:
+    """(host, port) of the test database's server (PostgreSQL or MariaDB, over TCP)."""
+    default_port, _, _ = SERVERS[connection.vendor]
+    settings = connection.settings_dict
+    return settings["HOST"] or "127.0.0.1", int(settings["PORT"] or default_port)
+
+
+def reaching(host: str, port: int) -> dict[str, str]:
+    """The environment that makes a worker subprocess reach the server at ``host``:``port``."""
+    _, host_variable, port_variable = SERVERS[connection.vendor]
+    return {host_variable: host, port_variable: str(port)}
 
 
 class CuttableProxy:

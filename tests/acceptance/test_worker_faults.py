@@ -10,22 +10,21 @@ import django_watchdog as wd
 from django_watchdog.models import Job
 
 from .conftest import wait_until
-from .proxy import CuttableProxy
+from .proxy import CuttableProxy, reaching, server_address
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.mark.postgres_only
+@pytest.mark.server_only
 def test_cut_connections_lose_nothing_and_run_nothing_twice(spawn_worker, runs):
-    settings = connection.settings_dict
-    proxy = CuttableProxy((settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)))
+    proxy = CuttableProxy(server_address())
     try:
         total = 120
         for n in range(total):
             wd.enqueue(
                 f"j{n}", queue=f"q{n % 8}", lane="t-record", payload={"sleep": 0.01, "result": n}
             )
-        worker = spawn_worker("--concurrency", "3", env={"PGPORT": str(proxy.port)})
+        worker = spawn_worker("--concurrency", "3", env=reaching("127.0.0.1", proxy.port))
         for cut_after in (15, 45, 80):
             wait_until(
                 lambda n=cut_after: len(runs.ends()) >= n,

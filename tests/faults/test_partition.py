@@ -1,10 +1,11 @@
 """A worker on another host cut off by the network mid-job, then healed (SPEC §9 rule 16).
 
 Worker P runs in its own network namespace and UTS namespace (host name ``wdw-other``: for
-the others it is another machine, whose pid they cannot check). It reaches PostgreSQL
-over a veth pair through a TCP forwarder on the host side, so when the link goes down the
-server keeps P's backends, as it does for a real partition. When cut, P runs a job of
-``cut-q`` and its main loop sits inside a claim transaction holding ``stall-q``'s lock.
+the others it is another machine, whose pid they cannot check). It reaches the database
+server (PostgreSQL or MariaDB) over a veth pair through a TCP forwarder on the host side, so
+when the link goes down the server keeps P's sessions, as it does for a real partition. When
+cut, P runs a job of ``cut-q`` and its main loop sits inside a claim transaction holding
+``stall-q``'s lock.
 
 Worker B, on this host, must keep draining: other queues at once, the job P was claiming
 once the server ends P's idle transaction (``IDLE_IN_TRANSACTION_TIMEOUT``; without it,
@@ -25,11 +26,11 @@ from django.db import connection
 import django_watchdog as wd
 from django_watchdog.models import Job, Worker
 from tests.acceptance.conftest import ROOT, WorkerProcess, wait_until
-from tests.acceptance.proxy import CuttableProxy
+from tests.acceptance.proxy import CuttableProxy, reaching, server_address
 
 pytestmark = [
     pytest.mark.faults,
-    pytest.mark.postgres_only,
+    pytest.mark.server_only,
     pytest.mark.django_db(transaction=True),
 ]
 
@@ -90,8 +91,7 @@ def _spawn_other_host(link, port, runs, log_path, env):
         WATCHDOG_TEST_LOG=str(runs.path),
         DJANGO_SETTINGS_MODULE=SETTINGS,
         PYTHONUNBUFFERED="1",
-        PGHOST=link.host_address,
-        PGPORT=str(port),
+        **reaching(link.host_address, port),
         **env,
     )
     worker = [sys.executable, "-m", "django", "watchdog_worker", "--log-level", "DEBUG"]
@@ -117,15 +117,11 @@ def test_a_partitioned_worker_costs_the_others_nothing_and_its_late_settle_is_re
 ):
     _require_namespaces()
     link = Link()
-    settings = connection.settings_dict
     forwarder = None
     other = None
     try:
         link.create()
-        forwarder = CuttableProxy(
-            (settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)),
-            host=link.host_address,
-        )
+        forwarder = CuttableProxy(server_address(), host=link.host_address)
         stall = tmp_path / "stall"
         stall.mkdir()
         gate = tmp_path / "gate"
