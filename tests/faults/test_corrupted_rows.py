@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 postgres_only = pytest.mark.skipif(
     "connection.vendor != 'postgresql'",
-    reason="only PostgreSQL stores a timestamp outside years 1-9999 (SQLite keeps text)",
+    reason="only PostgreSQL stores a timestamp past year 9999 (SQLite keeps text; MariaDB's"
+    " DATETIME refuses it)",
 )
 FAR = "10000-01-01 00:00:00+00"
 
