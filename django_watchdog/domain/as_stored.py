@@ -52,6 +52,12 @@ def check_decodes[Loaded](job: Loaded) -> Loaded:
     return job
 
 
+#: Timestamp columns that are never NULL. A driver that reads a stored instant Python cannot
+#: hold as NULL (mysqlclient does, for MariaDB's year 0) leaves one ``None``: it is out of
+#: range, as an ``UnreadableTimestamp`` is.
+REQUIRED_TIMESTAMPS = ("enqueued_at",)
+
+
 def _optional_identifier(field: str) -> Any:
     return lambda value: None if value is None else validation.identifier(value, field)
 
@@ -75,4 +81,7 @@ def _row_problem(loaded: dict[str, Any]) -> str | None:
     for name, value in loaded.items():
         if isinstance(value, UnreadableTimestamp):
             return f"{name} is out of range ({value.stored}: not in years 1-9999)"
+    for name in REQUIRED_TIMESTAMPS:
+        if name in loaded and loaded[name] is None:
+            return f"{name} is out of range (read as NULL: not in years 1-9999)"
     return None
