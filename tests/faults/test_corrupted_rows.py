@@ -143,13 +143,14 @@ def test_two_ready_jobs_in_one_queue_are_run_one_after_the_other(spawn_worker, r
 
 
 @pytest.mark.skipif(
-    "connection.vendor != 'sqlite'", reason="PostgreSQL's varchar(256) refuses the edit itself"
+    "connection.vendor != 'sqlite'",
+    reason="a server's varchar(256) refuses the edit itself (PostgreSQL, MariaDB in strict mode)",
 )
 def test_a_row_that_does_not_decode_is_quarantined_under_a_running_worker(
     spawn_worker, runs, admin
 ):
     """A queue name past 256 characters makes the row undecodable: quarantined at claim
-    time, read by the feed and the admin (the PostgreSQL twin is the timestamp test)."""
+    time, read by the feed and the admin (the servers' twin is the timestamp test)."""
     worker = spawn_worker("--concurrency", "1")
     wait_until(Worker.objects.exists, message="the worker to register")
     with transaction.atomic():
