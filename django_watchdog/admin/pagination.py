@@ -16,9 +16,9 @@ EXACT_COUNT_LIMIT = 10_000
 class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
     """Count at most ``EXACT_COUNT_LIMIT + 1`` rows; estimate larger results.
 
-    On PostgreSQL the estimate is the planner's. Elsewhere (SQLite, one machine) the exact
-    count is taken. An estimate that is too high only shows an empty last page; the admin's
-    pagination template marks estimated totals with "about".
+    On PostgreSQL and MariaDB the estimate is the planner's (``EXPLAIN``). Elsewhere
+    (SQLite, one machine) the exact count is taken. An estimate that is too high only shows
+    an empty last page; the admin's pagination template marks estimated totals with "about".
     """
 
     @cached_property

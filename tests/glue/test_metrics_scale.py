@@ -1,7 +1,7 @@
 """The metrics view on a large table: bounded queries, fast however many jobs settled.
 
-Same table as ``test_admin_scale.py`` (``WATCHDOG_ADMIN_SCALE_ROWS``, default 200,000);
-``scripts/admin-timing`` runs both with 1,000,000 rows.
+Same table as ``test_admin_scale.py`` (``WATCHDOG_ADMIN_SCALE_ROWS``, default 200,000), on
+PostgreSQL and MariaDB; ``scripts/admin-timing`` runs both with 1,000,000 rows.
 """
 
 import os
@@ -16,7 +16,6 @@ from tests.glue.test_admin_scale import QUEUED, ROWS, WHOLE_TABLE_COUNT, generat
 
 pytestmark = [
     pytest.mark.django_db,
-    pytest.mark.postgres_only,
     pytest.mark.urls("tests.metrics_urls"),
 ]
 
