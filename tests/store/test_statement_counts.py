@@ -31,17 +31,23 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: ``BEGIN`` and ``COMMIT`` included.
 #: postgresql: BEGIN; lock the job's queue; settle and ready the queue's next head; claim;
 #: COMMIT. sqlite: BEGIN IMMEDIATE; the job's queue; settle; the next head; mark it ready;
-#: claim; COMMIT.
-SETTLE_AND_CLAIM = {"postgresql": 5, "sqlite": 7}
-#: postgresql: BEGIN; create-or-lock the queue and insert; COMMIT.
-ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4}
+#: claim; COMMIT. mysql (MariaDB): BEGIN; lock the job's queue; settle; read the settled row
+#: (no RETURNING on UPDATE); the queue's next head; mark it ready; the claim's four steps
+#: (candidates, hold their queues, lock and re-read the ready jobs, take one); COMMIT.
+SETTLE_AND_CLAIM = {"postgresql": 5, "sqlite": 7, "mysql": 11}
+#: postgresql: BEGIN; create-or-lock the queue and insert; COMMIT. mysql: BEGIN; lock the
+#: queue (there is none); create it; insert; set the job's position (its id); COMMIT.
+ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4, "mysql": 6}
 #: postgresql: BEGIN; lock the queue (it exists); insert and settle its head; COMMIT.
-ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5}
+#: mysql: BEGIN; lock the queue; insert; set the job's position; the queue's head; COMMIT.
+ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5, "mysql": 6}
 #: An idle worker's claim, every poll: one statement that takes nothing and says whether
-#: ready jobs were left (skipped queues: try again), in autocommit.
-IDLE_CLAIM = {"postgresql": 1, "sqlite": 1}
+#: ready jobs were left (skipped queues: try again), in autocommit. mysql: the same statement
+#: (the claim's first step, which finds nothing) inside the claim's transaction: BEGIN, it,
+#: COMMIT (the claim's four steps share one transaction, opened before the first).
+IDLE_CLAIM = {"postgresql": 1, "sqlite": 1, "mysql": 3}
 #: A heartbeat, every ``HEARTBEAT_INTERVAL``: one bounded statement, in autocommit.
-HEARTBEAT = {"postgresql": 1, "sqlite": 1}
+HEARTBEAT = {"postgresql": 1, "sqlite": 1, "mysql": 1}
 
 
 @contextmanager
