@@ -2,7 +2,8 @@
 ``django.test.TestCase``) stops at once with a ``CommandError`` naming the fix, instead of
 waiting forever for the locks that transaction holds.
 
-The ``TestCase`` runs in a pytest subprocess with a deadline (on its own test database), so
+The ``TestCase`` runs in a pytest subprocess with a deadline (on its own test database, its
+tables made from the models rather than by migrating: seconds, not a minute, on MariaDB), so
 a worker that hangs fails this test instead of hanging the suite.
 """
 
@@ -59,6 +60,7 @@ def test_the_worker_command_in_a_testcase_raises_naming_the_fix(tmp_path):
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
         "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), str(inner),
+        "--nomigrations",  # its tables from the models: the test needs no migration's SQL
     ]  # fmt: skip
     try:
         done = subprocess.run(  # noqa: S603 - our own test
