@@ -25,67 +25,21 @@ ROWS = int(os.environ.get("WATCHDOG_ADMIN_SCALE_ROWS", "200000"))
 #: The newest jobs are queued (the first of each of the 50,000 queues ready to claim).
 QUEUED = int(os.environ.get("WATCHDOG_ADMIN_SCALE_QUEUED", "2000"))
 
-# One statement per database: settled jobs over 50,000 queues and four lanes (1 in 50
-# failed, 1 in 500 cancelled), the newest QUEUED queued (the oldest 50,000 of them ready),
-# and 20 running in queues of their own. Then the queues, and the planner's statistics.
-GENERATE = {
-    "postgresql": [
-        """
+# One statement: settled jobs over 50,000 queues and four lanes (1 in 50 failed, 1 in 500
+# cancelled), the newest QUEUED queued (the oldest 50,000 of them ready), and 20 running in
+# queues of their own. Written once for both databases: what differs (a JSON object, a
+# time some seconds ago, the numbers 1 to n) is filled in per database by ``DIALECT``.
+GENERATE_JOBS = """
 INSERT INTO watchdog_job (
     job_id, queue, lane, priority, payload, max_recoveries, state, outcome, failure_reason,
     recovery_count, claim_token, claimed_by, cancellation_id, ready, feed_position, result,
-    traceback, enqueued_at, started_at, settled_at, position, delayed, attempts)
+    traceback, enqueued_at, started_at, settled_at, position, {delayed}, attempts)
 SELECT
-    'job-' || lpad(g::text, 8, '0'),
-    CASE WHEN g > %(n)s - 20 THEN 'run-' || g ELSE 'q-' || (g %% 50000) END,
-    (ARRAY['default', 'mail', 'reports', 'slow'])[1 + g %% 4],
-    g %% 3,
-    jsonb_build_object('n', g, 'note', 'row ' || g),
-    NULL,
-    CASE WHEN g > %(n)s - 20 THEN 'running'
-         WHEN g > %(n)s - %(queued)s THEN 'queued' ELSE 'settled' END,
-    CASE WHEN g > %(n)s - %(queued)s THEN NULL
-         WHEN g %% 500 = 0 THEN 'cancelled' WHEN g %% 50 = 0 THEN 'failed' ELSE 'completed' END,
-    CASE WHEN g <= %(n)s - %(queued)s AND g %% 50 = 0 AND g %% 500 <> 0
-         THEN 'ValueError: row ' || g END,
-    0,
-    CASE WHEN g > %(n)s - 20 THEN 'token-' || g END,
-    CASE WHEN g > %(n)s - 20 THEN 'worker-1' END,
-    NULL,
-    g > %(n)s - %(queued)s AND g <= %(n)s - 20 AND g <= %(n)s - %(queued)s + 50000,
-    CASE WHEN g <= %(n)s - %(queued)s THEN g END,
-    CASE WHEN g <= %(n)s - %(queued)s THEN jsonb_build_object('ok', g) END,
-    NULL,
-    now() - make_interval(secs => %(n)s - g),
-    CASE WHEN g <= %(n)s - %(queued)s OR g > %(n)s - 20
-         THEN now() - make_interval(secs => %(n)s - g) END,
-    CASE WHEN g <= %(n)s - %(queued)s THEN now() - make_interval(secs => %(n)s - g - 0.5) END,
-    g,
-    false,
-    CASE WHEN g <= %(n)s - %(queued)s OR g > %(n)s - 20 THEN 1 ELSE 0 END
-FROM generate_series(1, %(n)s) AS g
-""",
-        """
-INSERT INTO watchdog_queue (name, created_at)
-SELECT DISTINCT queue, now() FROM watchdog_job ON CONFLICT DO NOTHING
-""",
-        "ANALYZE watchdog_job",
-        "ANALYZE watchdog_queue",
-    ],
-    # The same rows from MariaDB's sequence engine (seq_1_to_<n>: a table name, so the row
-    # count is spelled into the statement).
-    "mysql": [
-        """
-INSERT INTO watchdog_job (
-    job_id, queue, lane, priority, payload, max_recoveries, state, outcome, failure_reason,
-    recovery_count, claim_token, claimed_by, cancellation_id, ready, feed_position, result,
-    traceback, enqueued_at, started_at, settled_at, position, `delayed`, attempts)
-SELECT
-    CONCAT('job-', LPAD(g, 8, '0')),
+    CONCAT('job-', LPAD(CONCAT(g), 8, '0')),
     CASE WHEN g > %(n)s - 20 THEN CONCAT('run-', g) ELSE CONCAT('q-', g %% 50000) END,
-    ELT(1 + g %% 4, 'default', 'mail', 'reports', 'slow'),
+    CASE g %% 4 WHEN 0 THEN 'default' WHEN 1 THEN 'mail' WHEN 2 THEN 'reports' ELSE 'slow' END,
     g %% 3,
-    JSON_OBJECT('n', g, 'note', CONCAT('row ', g)),
+    {json}('n', g, 'note', CONCAT('row ', g)),
     NULL,
     CASE WHEN g > %(n)s - 20 THEN 'running'
          WHEN g > %(n)s - %(queued)s THEN 'queued' ELSE 'settled' END,
@@ -99,26 +53,53 @@ SELECT
     NULL,
     g > %(n)s - %(queued)s AND g <= %(n)s - 20 AND g <= %(n)s - %(queued)s + 50000,
     CASE WHEN g <= %(n)s - %(queued)s THEN g END,
-    CASE WHEN g <= %(n)s - %(queued)s THEN JSON_OBJECT('ok', g) END,
+    CASE WHEN g <= %(n)s - %(queued)s THEN {json}('ok', g) END,
     NULL,
-    UTC_TIMESTAMP(6) - INTERVAL (%(n)s - g) SECOND,
-    CASE WHEN g <= %(n)s - %(queued)s OR g > %(n)s - 20
-         THEN UTC_TIMESTAMP(6) - INTERVAL (%(n)s - g) SECOND END,
-    CASE WHEN g <= %(n)s - %(queued)s
-         THEN UTC_TIMESTAMP(6) - INTERVAL ((%(n)s - g) * 1000000 - 500000) MICROSECOND END,
+    {ago_n_minus_g},
+    CASE WHEN g <= %(n)s - %(queued)s OR g > %(n)s - 20 THEN {ago_n_minus_g} END,
+    CASE WHEN g <= %(n)s - %(queued)s THEN {ago_n_minus_g_less_half} END,
     g,
     FALSE,
     CASE WHEN g <= %(n)s - %(queued)s OR g > %(n)s - 20 THEN 1 ELSE 0 END
-FROM (SELECT seq AS g FROM seq_1_to_{rows}) AS numbers
-""",
-        """
-INSERT INTO watchdog_queue (name, created_at)
-SELECT DISTINCT queue, UTC_TIMESTAMP(6) FROM watchdog_job
- WHERE queue NOT IN (SELECT name FROM watchdog_queue)
-""",
-        # No ANALYZE TABLE: it commits (the test's transaction would keep the rows);
-        # InnoDB samples a table's statistics again once a tenth of its rows changed.
-    ],
+FROM {numbers}
+"""
+#: Per database: the pieces of ``GENERATE_JOBS``, then the statements that follow it (the
+#: queues, the planner's statistics).
+DIALECT = {
+    "postgresql": (
+        {
+            "delayed": "delayed",
+            "json": "jsonb_build_object",
+            "ago_n_minus_g": "now() - make_interval(secs => %(n)s - g)",
+            "ago_n_minus_g_less_half": "now() - make_interval(secs => %(n)s - g - 0.5)",
+            "numbers": "generate_series(1, {rows}) AS g",
+        },
+        [
+            "INSERT INTO watchdog_queue (name, created_at)"
+            " SELECT DISTINCT queue, now() FROM watchdog_job ON CONFLICT DO NOTHING",
+            "ANALYZE watchdog_job",
+            "ANALYZE watchdog_queue",
+        ],
+    ),
+    # MariaDB: the numbers from its sequence engine (``seq_1_to_<n>``, a table name). No
+    # ANALYZE TABLE: it commits (the test's transaction would keep the rows), and InnoDB
+    # samples a table's statistics again once a tenth of its rows changed.
+    "mysql": (
+        {
+            "delayed": "`delayed`",
+            "json": "JSON_OBJECT",
+            "ago_n_minus_g": "UTC_TIMESTAMP(6) - INTERVAL (%(n)s - g) SECOND",
+            "ago_n_minus_g_less_half": (
+                "UTC_TIMESTAMP(6) - INTERVAL ((%(n)s - g) * 1000000 - 500000) MICROSECOND"
+            ),
+            "numbers": "(SELECT seq AS g FROM seq_1_to_{rows}) AS numbers",
+        },
+        [
+            "INSERT INTO watchdog_queue (name, created_at)"
+            " SELECT DISTINCT queue, UTC_TIMESTAMP(6) FROM watchdog_job"
+            " WHERE queue NOT IN (SELECT name FROM watchdog_queue)",
+        ],
+    ),
 }
 
 #: Django's count of the whole table (names in double quotes on PostgreSQL, backticks on MariaDB).
@@ -146,12 +127,15 @@ def timed(client, url):
 def generate():
     """Fill the tables with ``ROWS`` jobs (``QUEUED`` pending); the seconds it took. On
     PostgreSQL and MariaDB (SQLite is for one machine's small tables: skipped)."""
-    if connection.vendor not in GENERATE:
+    if connection.vendor not in DIALECT:
         pytest.skip(f"no large table generated on {connection.vendor}")
+    pieces, then = DIALECT[connection.vendor]
+    jobs = GENERATE_JOBS.format(**pieces).replace("{rows}", str(ROWS))
     start = time.perf_counter()
     with connection.cursor() as cursor:
-        for statement in GENERATE[connection.vendor]:
-            cursor.execute(statement.replace("{rows}", str(ROWS)), {"n": ROWS, "queued": QUEUED})
+        cursor.execute(jobs, {"n": ROWS, "queued": QUEUED})
+        for statement in then:
+            cursor.execute(statement)
     return time.perf_counter() - start
 
 
