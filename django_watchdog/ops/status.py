@@ -168,7 +168,8 @@ def render(status: Status) -> str:
     """The snapshot as readable text tables."""
     settled = f"{status.counts['settled']}"
     if not status.settled_count_exact:
-        settled = f"~{settled}" if status.vendor == "postgresql" else f"{SETTLED_COUNT_CAP}+"
+        estimated = status.vendor in ("postgresql", "mysql")  # the planner's estimate
+        settled = f"~{settled}" if estimated else f"{SETTLED_COUNT_CAP}+"
     retention_text = "keep forever" if status.retention_s is None else ago(status.retention_s)
     parts = [
         f"watchdog on {status.database} ({status.vendor}) at {status.at}",

@@ -348,7 +348,7 @@ def test_paginator_estimates_above_the_limit(jobs, monkeypatch):
 
     monkeypatch.setattr(pagination, "EXACT_COUNT_LIMIT", 2)
     paginator = pagination.EstimatedCountPaginator(Job.objects.order_by("-id"), 2)
-    if connection.vendor == "postgresql":
+    if connection.vendor in ("postgresql", "mysql"):  # the planner's estimate
         assert paginator.count >= 3
         assert paginator.estimated is True
     else:
