@@ -41,9 +41,11 @@ def check_decodes[Loaded](job: Loaded) -> Loaded:
     """``job`` (a loaded ``Job``), unless its row breaks the grammar no constraint can hold
     (edited by hand) and this read does not load rows as stored: then
     ``WatchdogError(kind="store_unavailable")`` naming that job."""
+    if as_stored():
+        return job  # whatever its problem, it loads as stored: no need to look for one
     loaded = vars(job)
     problem = _row_problem(loaded)
-    if problem is not None and not as_stored():
+    if problem is not None:
         raise WatchdogError(
             f"job row does not decode: {problem}",
             kind="store_unavailable",
@@ -62,17 +64,20 @@ def _optional_identifier(field: str) -> Any:
     return lambda value: None if value is None else validation.identifier(value, field)
 
 
+#: (field, its check) for the fields whose grammar no database constraint holds.
+CHECKS: tuple[tuple[str, Any], ...] = (
+    ("job_id", lambda v: validation.identifier(v, "job_id")),
+    ("queue", lambda v: validation.identifier(v, "queue")),
+    ("lane", validation.lane),
+    ("priority", validation.priority),
+    ("max_recoveries", validation.max_recoveries),
+    ("cancellation_id", _optional_identifier("cancellation_id")),
+    ("rerun_of", _optional_identifier("rerun_of")),
+)
+
+
 def _row_problem(loaded: dict[str, Any]) -> str | None:
-    checks: tuple[tuple[str, Any], ...] = (
-        ("job_id", lambda v: validation.identifier(v, "job_id")),
-        ("queue", lambda v: validation.identifier(v, "queue")),
-        ("lane", validation.lane),
-        ("priority", validation.priority),
-        ("max_recoveries", validation.max_recoveries),
-        ("cancellation_id", _optional_identifier("cancellation_id")),
-        ("rerun_of", _optional_identifier("rerun_of")),
-    )
-    for name, check in checks:
+    for name, check in CHECKS:
         if name in loaded:
             try:
                 check(loaded[name])

@@ -93,7 +93,7 @@ class Dialect:
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 return read(cursor)
-        with connection.wrap_database_errors, self.driver_cursor() as raw:
+        with connection.wrap_database_errors, self.driver_cursor(connection, sql) as raw:
             connection.validate_no_broken_transaction()
             if not connection.execute_wrappers:
                 self._execute_on_driver(raw, sql, params, False, {})
@@ -110,9 +110,9 @@ class Dialect:
         return True
 
     @contextmanager
-    def driver_cursor(self) -> Iterator[Any]:
-        """A cursor of the driver on Django's connection (opened if need be)."""
-        connection = self.connection
+    def driver_cursor(self, connection: Any, sql: str) -> Iterator[Any]:
+        """A cursor of the driver on ``connection`` (Django's, opened if need be), to run
+        ``sql``."""
         connection.ensure_connection()
         cursor = connection.connection.cursor()
         try:

@@ -26,6 +26,9 @@ from .postgres_upkeep import PostgresUpkeep
 
 #: psycopg prepares a statement only when asked (``prepare=True``): ours.
 NEVER_AUTO_PREPARE = 2**31 - 1
+#: Statements whose cursor a connection keeps (``driver_cursor``); past this many, the
+#: kept ones are closed and kept afresh.
+KEPT_CURSORS = 64
 
 #: The planner's estimate of a query's rows: it reads the table statistics, not the rows.
 EXPLAIN_JSON = "EXPLAIN (FORMAT JSON) "
@@ -43,6 +46,26 @@ def set_config(count: int) -> str:
 LISTEN = "LISTEN {channel}"
 
 
+class KeptCursors:
+    """One driver connection's cursors, one per statement text (``driver_cursor``)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.cursors: dict[str, Any] = {}
+
+    def cursor(self, sql: str) -> Any:
+        cursor = self.cursors.get(sql)
+        if cursor is None or cursor.closed:
+            import psycopg
+
+            if len(self.cursors) >= KEPT_CURSORS:
+                for kept in self.cursors.values():
+                    kept.close()
+                self.cursors.clear()
+            cursor = self.cursors[sql] = psycopg.Cursor(self.raw)
+        return cursor
+
+
 class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
     vendor = "postgresql"
     WAKE = "notify"
@@ -55,17 +78,24 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         return prepared_statements()
 
     @contextmanager
-    def driver_cursor(self) -> Iterator[Any]:
-        import psycopg
+    def driver_cursor(self, connection: Any, sql: str) -> Iterator[Any]:
+        """The cursor this connection keeps for ``sql``: psycopg keeps a cursor's loaders
+        (one per result column, Django's ``timestamptz`` loader among them) while it runs
+        the same statement again, so a job row costs no loader set-up after the first.
 
-        connection = self.connection
+        Kept on Django's connection object (one per thread), for the driver connection
+        they were opened on: a new one (after a reconnect) keeps cursors of its own. A
+        kept cursor holds its statement's last result until it runs again.
+        """
         connection.ensure_connection()
         raw = connection.connection
-        if raw.prepare_threshold is None:
-            # Django disables preparing; allow it for statements that ask (ours) only.
-            raw.prepare_threshold = NEVER_AUTO_PREPARE
-        with psycopg.Cursor(raw) as cursor:
-            yield cursor
+        kept: KeptCursors | None = getattr(connection, "_watchdog_cursors", None)
+        if kept is None or kept.raw is not raw:
+            if raw.prepare_threshold is None:
+                # Django disables preparing; allow it for statements that ask (ours) only.
+                raw.prepare_threshold = NEVER_AUTO_PREPARE
+            kept = connection._watchdog_cursors = KeptCursors(raw)
+        yield kept.cursor(sql)
 
     def _execute_on_driver(
         self, raw: Any, sql: str, params: Params, many: bool, context: Mapping[str, Any]
