@@ -19,3 +19,26 @@ def test_the_database_under_test_has_a_dialect_bound_to_its_alias() -> None:
     assert connection.vendor in DIALECTS
     assert dialect("default").using == "default"
     assert dialect("default").vendor == connection.vendor
+
+
+postgres_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL keeps a driver cursor per statement"
+)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_runs_again_on_its_kept_cursor_and_after_a_reconnect_on_a_new_one() -> None:
+    d = dialect("default")
+    sql = "SELECT %(n)s::int, now()"
+    assert d.fetch(sql, {"n": 1})[0][0] == 1
+    kept = connection._watchdog_cursors  # type: ignore[attr-defined]
+    first = kept.cursors[sql]
+    assert d.fetch(sql, {"n": 2})[0][0] == 2
+    assert kept.cursors[sql] is first  # its loaders were kept: none built for this row
+
+    connection.close()
+    assert d.fetch(sql, {"n": 3})[0][0] == 3
+    again = connection._watchdog_cursors  # type: ignore[attr-defined]
+    assert again is not kept and again.raw is connection.connection
+    assert again.cursors[sql] is not first

@@ -14,6 +14,7 @@ and the methods that bind them:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -51,6 +52,7 @@ class KeptCursors:
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
+        self.thread = threading.get_ident()
         self.cursors: dict[str, Any] = {}
 
     def cursor(self, sql: str) -> Any:
@@ -83,9 +85,11 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         (one per result column, Django's ``timestamptz`` loader among them) while it runs
         the same statement again, so a job row costs no loader set-up after the first.
 
-        Kept on Django's connection object (one per thread), for the driver connection
-        they were opened on: a new one (after a reconnect) keeps cursors of its own. A
-        kept cursor holds its statement's last result until it runs again.
+        Kept on Django's connection object, for the driver connection and the thread they
+        were opened in: a new connection (after a reconnect) keeps cursors of its own, and
+        a thread sharing another's connection (Django's live-server tests) gets a cursor of
+        its own each time, as two threads must not read one cursor's result. A kept
+        cursor holds its statement's last result until it runs again.
         """
         connection.ensure_connection()
         raw = connection.connection
@@ -95,6 +99,12 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
                 # Django disables preparing; allow it for statements that ask (ours) only.
                 raw.prepare_threshold = NEVER_AUTO_PREPARE
             kept = connection._watchdog_cursors = KeptCursors(raw)
+        if kept.thread != threading.get_ident():
+            import psycopg
+
+            with psycopg.Cursor(raw) as cursor:
+                yield cursor
+            return
         yield kept.cursor(sql)
 
     def _execute_on_driver(
