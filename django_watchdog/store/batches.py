@@ -21,7 +21,7 @@ from django.db import transaction
 from ..domain.errors import WatchdogError
 from ..domain.states import Outcome
 from ..domain.values import ClaimResult, Decision, SettleResult
-from . import claims, heads, recovery, rows
+from . import claims, deadlocks, heads, recovery, rows
 from .claims import Partition
 from .dialects import dialect
 
@@ -38,6 +38,7 @@ class Settlement:
     decision: Decision
 
 
+@deadlocks.rerun
 def settle_and_claim(
     using: str,
     settlements: Sequence[Settlement],

@@ -13,10 +13,11 @@ from django.db.models.functions import Coalesce
 from ..domain.states import State
 from ..domain.values import CancelResult
 from ..models import Job
-from . import heads
+from . import deadlocks, heads
 from .dialects import dialect
 
 
+@deadlocks.rerun
 def cancel(
     using: str,
     job_id: str,

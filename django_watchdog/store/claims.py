@@ -21,7 +21,7 @@ from ..domain.states import Outcome, State
 from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, QueueHead, SettleResult
 from ..models import Job
-from . import heads, rows
+from . import deadlocks, heads, rows
 from .dialects import dialect, lane_predicate
 
 CLAIM_ATTEMPTS = 4
@@ -60,8 +60,7 @@ def claim(
     """
     token = token or new_claim_token()
     for _ in range(CLAIM_ATTEMPTS):
-        with claim_transaction(using):
-            taken, passed_over = take_ready(using, partition, 1, worker_id, token=token)
+        taken, passed_over = claim_attempt(using, partition, worker_id, token)
         if taken:
             if isinstance(taken[0], WatchdogError):
                 raise taken[0]
@@ -69,6 +68,15 @@ def claim(
         if not passed_over:
             break
     return ClaimResult(status="none")
+
+
+@deadlocks.rerun
+def claim_attempt(
+    using: str, partition: Partition, worker_id: str | None, token: str
+) -> tuple[list[ClaimResult | WatchdogError], bool]:
+    """One of ``claim``'s attempts (``take_ready``), in the transaction a claim needs."""
+    with claim_transaction(using):
+        return take_ready(using, partition, 1, worker_id, token=token)
 
 
 def claim_transaction(using: str) -> AbstractContextManager[Any]:
@@ -212,6 +220,7 @@ def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> Watchdo
     return error
 
 
+@deadlocks.rerun
 def settle(
     using: str,
     job_id: str,

@@ -15,12 +15,13 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import heads
+from . import deadlocks, heads
 from .dialects import dialect, lane_predicate
 
 PROMOTE_BATCH = 256
 
 
+@deadlocks.rerun
 def promote_due(using: str, *, now: datetime) -> int:
     """Move due delayed jobs into their queues' order, oldest due first; return how many.
 

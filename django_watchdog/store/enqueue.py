@@ -16,7 +16,7 @@ from ..domain.errors import InvalidInput, JobConflict
 from ..domain.retries import RetryPolicy
 from ..domain.values import EnqueueResult
 from ..models import Job, Queue
-from . import heads, pruned_ids, rows
+from . import deadlocks, heads, pruned_ids, rows
 from .dialects import dialect
 
 
@@ -111,6 +111,7 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
     return enqueue_many(using, [new])[0]
 
 
+@deadlocks.rerun
 def enqueue_many(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
     """Insert every job of ``batch`` in one transaction, all or nothing.
 

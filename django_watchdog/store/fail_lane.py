@@ -10,12 +10,13 @@ from ..domain.as_stored import reading_as_stored
 from ..domain.states import PENDING_STATES, Outcome, State
 from ..domain.values import LaneFailure
 from ..models import Job
-from . import heads
+from . import deadlocks, heads
 from .dialects import dialect
 
 LANE_FAILURE_BATCH = 256
 
 
+@deadlocks.rerun
 def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
     """Settle up to 256 pending jobs of ``lane`` ``failed`` (running first); say if more remain.
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from ..domain.as_stored import reading_as_stored
 from ..domain.validation import encode_cursor
 from ..domain.values import SettledRecord
-from . import rows
+from . import deadlocks, rows
 from .dialects import dialect, in_clause
 
 POSITION_BATCH = 10_000
@@ -53,6 +53,7 @@ def _position(using: str) -> int:
 NO_HORIZON = 2**63 - 1
 
 
+@deadlocks.rerun
 def settled_jobs(
     using: str,
     after: int,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from . import deadlocks
 from .dialects import dialect
 
 #: Queue rows one pass deletes at most.
@@ -34,6 +35,7 @@ IDLE_BATCH = 1_000
 TASK_QUEUE_PREFIXES = ("task:", "task-key:")
 
 
+@deadlocks.rerun
 def forget_idle_task_queues(using: str, *, batch_size: int = IDLE_BATCH) -> int:
     """Delete up to ``batch_size`` rows of task queues no job names; return how many."""
     d = dialect(using)

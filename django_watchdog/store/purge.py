@@ -6,10 +6,11 @@ from django.db import transaction
 
 from ..domain.states import State
 from ..models import Job
-from . import heads
+from . import deadlocks, heads
 from .dialects import dialect
 
 
+@deadlocks.rerun
 def purge_queued(using: str, queue: str) -> int:
     """Delete ``queue``'s queued jobs (never running or settled ones); return how many."""
     with transaction.atomic(using=using):

@@ -19,11 +19,12 @@ from ..domain.as_stored import reading_as_stored
 from ..domain.states import Outcome, State
 from ..domain.values import ReconcileResult
 from ..models import Job, Worker
-from . import heads, waits
+from . import deadlocks, heads, waits
 from .clock import DatabaseClock
 from .dialects import dialect
 
 
+@deadlocks.rerun
 def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
     """Resolve a running job whose execution disappeared, exactly once (SPEC §4.8)."""
 
@@ -76,6 +77,7 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
         return ReconcileResult(status="settled", job=job)
 
 
+@deadlocks.rerun
 def release(using: str, job_id: str, claim_token: str) -> bool:
     """Put a claimed job whose handler never started back in its place, uncounted.
 

@@ -14,9 +14,11 @@ from ..domain.reruns import check_rerunnable, rerun_job_id
 from ..domain.retries import RetryPolicy
 from ..domain.values import EnqueueResult
 from ..models import Job
+from . import deadlocks
 from .enqueue import NewJob, enqueue
 
 
+@deadlocks.rerun
 def rerun(
     using: str, job_id: str, *, rerun_id: str | None, requested_by: str | None
 ) -> EnqueueResult:

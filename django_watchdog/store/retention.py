@@ -19,7 +19,7 @@ from django.db.models import Min
 
 from ..domain.states import PENDING_STATES, State
 from ..models import Job
-from . import feed, pruned_ids
+from . import deadlocks, feed, pruned_ids
 from .dialects import dialect
 
 PRUNE_BATCH = 1_000
@@ -70,6 +70,7 @@ def prune(
     return sum(batches)
 
 
+@deadlocks.rerun
 def prune_batch(using: str, *, cutoff: datetime, batch_size: int, now: datetime) -> int:
     """Delete up to ``batch_size`` released jobs settled before ``cutoff``, oldest feed first
     (recording their ids if ``ID_RETENTION`` is set, ``now`` being when)."""

@@ -10,11 +10,13 @@ from django.db import transaction
 
 from ..domain.errors import JobConflict
 from ..models import ScheduleState
+from . import deadlocks
 from .dialects import dialect
 from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
 
 
+@deadlocks.rerun
 def fire(
     using: str,
     name: str,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Concatenate
 
 from django.db import Error, connections, router, transaction
 
@@ -39,6 +39,7 @@ from . import (
     batches,
     cancel,
     claims,
+    deadlocks,
     due,
     fail_lane,
     feed,
@@ -73,6 +74,20 @@ class Store:
 
     def _waits(self) -> AbstractContextManager[Any]:
         return waits.bounded() if self.bounded else nullcontext()
+
+    def _in_own_transaction[**P, T](
+        self, verb: Callable[Concatenate[str, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """``verb(using, ...)`` in a transaction of its own whose lock waits are bounded
+        (in a bounded store), run again if it was a deadlock's victim (``deadlocks``)."""
+
+        def whole() -> T:
+            with transaction.atomic(using=self.using):
+                dialect(self.using).bound_lock_waits()
+                return verb(self.using, *args, **kwargs)
+
+        with self._waits():
+            return deadlocks.run_whole(self.using, whole, verb.__name__)
 
     # jobs in
 
@@ -367,16 +382,14 @@ class Store:
         exclude_lanes: Sequence[str],
         concurrency: int,
     ) -> None:
-        with self._waits(), transaction.atomic(using=self.using):
-            dialect(self.using).bound_lock_waits()
-            workers.register(
-                self.using,
-                worker_id,
-                started_at=started_at,
-                lanes=lanes,
-                exclude_lanes=exclude_lanes,
-                concurrency=concurrency,
-            )
+        self._in_own_transaction(
+            workers.register,
+            worker_id,
+            started_at=started_at,
+            lanes=lanes,
+            exclude_lanes=exclude_lanes,
+            concurrency=concurrency,
+        )
 
     def heartbeat(self, worker_id: str) -> bool:
         """Stamp the worker alive: one statement, its own transaction (an idle worker's
@@ -385,16 +398,12 @@ class Store:
             return workers.heartbeat(self.using, worker_id)
 
     def deregister(self, worker_id: str) -> None:
-        with self._waits(), transaction.atomic(using=self.using):
-            dialect(self.using).bound_lock_waits()
-            workers.deregister(self.using, worker_id)
+        self._in_own_transaction(workers.deregister, worker_id)
 
     def reap(self, *, timeout: float) -> int:
         """Delete long-silent workers' rows; 0 (try again later) if a row was locked."""
         try:
-            with self._waits(), transaction.atomic(using=self.using):
-                dialect(self.using).bound_lock_waits()
-                return workers.reap(self.using, timeout=timeout)
+            return self._in_own_transaction(workers.reap, timeout=timeout)
         except LockBusy:
             return 0
 

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from ..domain import validation
 from ..domain.states import State
+from . import deadlocks
 from .dialects import dialect
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 TWIN_SCAN = 32
 
 
+@deadlocks.rerun
 def queued_twin(using: str, new: NewJob) -> Job | None:
     """The oldest queued job that ``new`` would repeat, its queue locked; ``None`` if none.
 

@@ -12,6 +12,7 @@ from django.db import transaction
 
 from ..domain.states import State
 from ..models import Job, Worker
+from . import deadlocks
 from .clock import DatabaseClock
 from .dialects import dialect
 
@@ -54,6 +55,7 @@ def register(
     )
 
 
+@deadlocks.rerun
 def heartbeat(using: str, worker_id: str) -> bool:
     """Mark the worker alive now, on the database's clock, in one statement (the caller's
     transaction, or its own); ``False`` if its row is gone (another worker reaped it)."""

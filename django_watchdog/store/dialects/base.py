@@ -331,6 +331,11 @@ class Dialect:
 
     # transactions
 
+    def deadlock_victim(self, error: BaseException) -> bool:
+        """Whether ``error`` says the server rolled back the whole transaction to end a
+        deadlock, so the store may run a transaction it began again (``store.deadlocks``)."""
+        return False
+
     def claim_transaction(self, *, announcing: bool) -> AbstractContextManager[Any]:
         """The transaction a claim needs (``announcing``: ``queue_changed`` has receivers):
         none where the claim is one statement (``ONE_STATEMENT_CLAIM``: atomic on its own)

@@ -16,7 +16,9 @@ What MariaDB lacks, and what stands in for it (``docs/explanation/mariadb-dialec
 - no ``lock_timeout``: a lock-taking statement of a bounded block runs under
   ``SET STATEMENT max_statement_time`` (error 1969, treated as 1205 is: ``waits``);
 - ``delayed`` is a reserved word: every statement writes it `` `delayed` ``;
-- the clock is ``UTC_TIMESTAMP(6)``: ``NOW(6)`` follows the session's time zone.
+- the clock is ``UTC_TIMESTAMP(6)``: ``NOW(6)`` follows the session's time zone;
+- a deadlock rolls back the victim's whole transaction (1213): the store runs its own
+  again (``deadlock_victim``, ``store.deadlocks``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 from . import common, mariadb_claim, mariadb_enqueue
 from .base import Dialect, Params, Row, in_clause
 from .mariadb_terms import (
+    DEADLOCK,
     NOW,
     bounded,
+    error_code,
     in_id_order,
     is_set,
     is_unset,
@@ -211,6 +215,10 @@ class MariadbDialect(Dialect):
         return False
 
     # locks
+
+    def deadlock_victim(self, error: BaseException) -> bool:
+        """Error 1213: InnoDB rolled the whole transaction back to end a deadlock."""
+        return error_code(error) == DEADLOCK
 
     def bound_lock_waits(self) -> None:
         """Nothing to set for the transaction (MariaDB's lock wait timeout takes whole

@@ -9,6 +9,8 @@ from . import common
 
 NOW = "UTC_TIMESTAMP(6)"
 DUPLICATE_KEY = 1062
+#: InnoDB rolled the whole transaction back to end a deadlock (``store.deadlocks``).
+DEADLOCK = 1213
 
 
 def quoted(column: str) -> str:
