@@ -27,8 +27,9 @@ def fire(
 ) -> tuple[list[tuple[str, str]], datetime]:
     """Enqueue the ticks ``due(handled_until)`` names, then record ``now`` as handled.
 
-    One transaction; the schedule's row lock (PostgreSQL) or the write lock (SQLite) makes
-    concurrent workers take turns, and the second sees the first's ``handled_until``.
+    One transaction; the schedule's row lock (PostgreSQL, MariaDB) or the write lock
+    (SQLite) makes concurrent workers take turns, and the second sees the first's
+    ``handled_until``.
     Returns ``(job_id, "queued" | "duplicate" | "conflict")`` per tick, and the new
     ``handled_until``.
     """
@@ -36,10 +37,16 @@ def fire(
     states = ScheduleState.objects.using(using)
     with transaction.atomic(using=using):
         dialect(using).bound_lock_waits()
-        states.bulk_create(
-            [ScheduleState(name=name, handled_until=now, updated_at=now)], ignore_conflicts=True
-        )
-        state = states.select_for_update().get(name=name)
+        state = states.select_for_update().filter(name=name).first()
+        if state is None:
+            # Only the schedule's first firing creates its row. Locking first keeps the
+            # common case free of InnoDB's duplicate check, whose shared lock, upgraded by
+            # the lock that follows, deadlocks two workers firing at once.
+            states.bulk_create(
+                [ScheduleState(name=name, handled_until=now, updated_at=now)],
+                ignore_conflicts=True,
+            )
+            state = states.select_for_update().get(name=name)
         # A row created just now has handled_until == now: nothing is due, no backfill.
         ticks = due(state.handled_until)
         outcomes: list[tuple[str, str]] = []
