@@ -29,6 +29,7 @@ REACHES_THE_DATABASE = (
     "postgres_only",
     "mariadb_only",
     "server_only",
+    "concurrent_writers",
     "pgbouncer_only",
 )
 #: Fixtures that set up the test database (each test database fixture depends on this one).
@@ -63,7 +64,8 @@ def pytest_collection_modifyitems(config, items):
     """Mark the tests that do not use the database ``database_free`` (scripts/test runs
     them once, in the SQLite run, and ``-m "not database_free"`` on every other database);
     skip ``postgres_only``, ``mariadb_only``, ``server_only`` (PostgreSQL or MariaDB) and
-    ``pgbouncer_only`` tests elsewhere."""
+    ``pgbouncer_only`` tests elsewhere, and ``concurrent_writers`` tests on SQLite (one
+    writer at a time)."""
     from django.db import connection
 
     for item in items:
@@ -76,6 +78,10 @@ def pytest_collection_modifyitems(config, items):
         "server_only": (
             ("postgresql", "mysql"),
             "needs a database server (WATCHDOG_TEST_DB=postgres or mariadb)",
+        ),
+        "concurrent_writers": (
+            ("postgresql", "mysql"),
+            "needs concurrent writers (PostgreSQL or MariaDB)",
         ),
     }
     skip_pooled = pytest.mark.skip(reason="needs PgBouncer (WATCHDOG_TEST_DB=pgbouncer)")

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 import django_watchdog as wd
 from django_watchdog.domain.values import ClaimResult, Decision
@@ -137,9 +137,7 @@ def test_with_receivers_every_settle_of_a_batch_is_announced(announced) -> None:
     assert announced == [("a", "a2", "a1"), ("b", "b2", "b1")]
 
 
-@pytest.mark.skipif(
-    connections["default"].vendor != "postgresql", reason="needs concurrent writers"
-)
+@pytest.mark.concurrent_writers
 def test_concurrent_batch_claimers_never_share_a_job_or_a_queue() -> None:
     queues, per_queue, claimers = 20, 5, 4
     for index in range(queues * per_queue):

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 import django_watchdog as wd
@@ -21,13 +21,7 @@ from django_watchdog.store.store import Store
 
 from .helpers import DONE, assert_serial_in_order, in_background, in_threads
 
-pytestmark = [
-    pytest.mark.skipif(
-        connections["default"].vendor == "sqlite",
-        reason="needs concurrent writers (PostgreSQL or MariaDB)",
-    ),
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = [pytest.mark.concurrent_writers, pytest.mark.django_db(transaction=True)]
 
 #: Other sessions of this database waiting for a lock (MariaDB: a statement in flight
 #: while every test thread but the waiter sits idle in its transaction; the processlist

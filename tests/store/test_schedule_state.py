@@ -75,7 +75,7 @@ def test_state_survives_restart_and_missed_policy_applies():
     assert fired.enqueued == (schedule.job_id(at(3600)),)
 
 
-@pytest.mark.postgres_only
+@pytest.mark.concurrent_writers
 def test_concurrent_workers_enqueue_each_tick_once():
     schedule = Schedule.parse("tick", cron="* * * * * *", missed="all")
     database_fire(WorkerStore("default"))(schedule, at(0.5))
