@@ -11,6 +11,10 @@ that would raises ``LockBusy`` (nothing changed) or, where it can go on without 
 skips what it could not lock (``reconcile_all``: ``deferred`` results; ``promote_due``:
 other queues; ``reap``: nothing this time). Other stores wait as long as the database lets
 them. Reads take no row locks on PostgreSQL, so they never wait on one.
+
+Deadlocks: a verb's transaction that MariaDB rolled back whole as a deadlock's victim runs
+again when the store began it, and raises ``DeadlockRolledBack`` inside a caller's
+transaction (``store.deadlocks``).
 """
 
 from __future__ import annotations
