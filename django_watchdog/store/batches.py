@@ -38,7 +38,7 @@ class Settlement:
     decision: Decision
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def settle_and_claim(
     using: str,
     settlements: Sequence[Settlement],

@@ -17,7 +17,7 @@ from . import deadlocks, heads
 from .dialects import dialect
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def cancel(
     using: str,
     job_id: str,

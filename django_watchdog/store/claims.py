@@ -70,7 +70,7 @@ def claim(
     return ClaimResult(status="none")
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def claim_attempt(
     using: str, partition: Partition, worker_id: str | None, token: str
 ) -> tuple[list[ClaimResult | WatchdogError], bool]:
@@ -220,7 +220,7 @@ def _quarantine(using: str, row: Sequence[Any], error: WatchdogError) -> Watchdo
     return error
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def settle(
     using: str,
     job_id: str,

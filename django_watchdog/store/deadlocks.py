@@ -19,7 +19,7 @@ are deadlock victims is the dialect's word (``Dialect.deadlock_victim``); the ot
 databases name none.
 
 Decorate a verb function whose first argument is the alias and which runs one transaction
-(or reads, then one transaction): ``@deadlocks.rerun``. A decorated verb called while
+(or reads, then one transaction): ``@deadlocks.retried``. A decorated verb called while
 another runs (``schedules.fire`` enqueues) is part of that one's transaction and leaves a
 deadlock to it.
 """
@@ -59,17 +59,17 @@ class DeadlockRolledBack(OperationalError):
 _MESSAGE = " ".join((DeadlockRolledBack.__doc__ or "").split())
 
 
-def rerun[**P, T](verb: Callable[Concatenate[str, P], T]) -> Callable[Concatenate[str, P], T]:
+def retried[**P, T](verb: Callable[Concatenate[str, P], T]) -> Callable[Concatenate[str, P], T]:
     """``verb(using, ...)`` under the deadlock rule of this module."""
 
     @functools.wraps(verb)
     def run(using: str, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return run_whole(using, functools.partial(verb, using, *args, **kwargs), verb.__name__)
+        return run_retried(using, functools.partial(verb, using, *args, **kwargs), verb.__name__)
 
     return run
 
 
-def run_whole[T](using: str, work: Callable[[], T], name: str) -> T:
+def run_retried[T](using: str, work: Callable[[], T], name: str) -> T:
     """``work()``, run again if the server rolled its transaction back as a deadlock
     victim and the store owns that transaction; see the module docstring."""
     running = _running.get()
@@ -78,6 +78,8 @@ def run_whole[T](using: str, work: Callable[[], T], name: str) -> T:
     if _callers_transaction(using):
         try:
             return work()
+        except DeadlockRolledBack:
+            raise  # a verb inside this one said so already
         except DatabaseError as error:
             if dialect(using).deadlock_victim(error):
                 raise DeadlockRolledBack(f"{_MESSAGE} ({error})") from error

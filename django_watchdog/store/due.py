@@ -21,7 +21,7 @@ from .dialects import dialect, lane_predicate
 PROMOTE_BATCH = 256
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def promote_due(using: str, *, now: datetime) -> int:
     """Move due delayed jobs into their queues' order, oldest due first; return how many.
 

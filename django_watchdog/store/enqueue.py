@@ -111,7 +111,7 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
     return enqueue_many(using, [new])[0]
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def enqueue_many(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
     """Insert every job of ``batch`` in one transaction, all or nothing.
 

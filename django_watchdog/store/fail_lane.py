@@ -16,7 +16,7 @@ from .dialects import dialect
 LANE_FAILURE_BATCH = 256
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
     """Settle up to 256 pending jobs of ``lane`` ``failed`` (running first); say if more remain.
 

@@ -53,7 +53,7 @@ def _position(using: str) -> int:
 NO_HORIZON = 2**63 - 1
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def settled_jobs(
     using: str,
     after: int,

@@ -35,7 +35,7 @@ IDLE_BATCH = 1_000
 TASK_QUEUE_PREFIXES = ("task:", "task-key:")
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def forget_idle_task_queues(using: str, *, batch_size: int = IDLE_BATCH) -> int:
     """Delete up to ``batch_size`` rows of task queues no job names; return how many."""
     d = dialect(using)

@@ -10,7 +10,7 @@ from . import deadlocks, heads
 from .dialects import dialect
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def purge_queued(using: str, queue: str) -> int:
     """Delete ``queue``'s queued jobs (never running or settled ones); return how many."""
     with transaction.atomic(using=using):

@@ -24,7 +24,7 @@ from .clock import DatabaseClock
 from .dialects import dialect
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
     """Resolve a running job whose execution disappeared, exactly once (SPEC §4.8)."""
 
@@ -77,7 +77,7 @@ def reconcile(using: str, job_id: str, claim_token: str) -> ReconcileResult:
         return ReconcileResult(status="settled", job=job)
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def release(using: str, job_id: str, claim_token: str) -> bool:
     """Put a claimed job whose handler never started back in its place, uncounted.
 

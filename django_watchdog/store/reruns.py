@@ -18,7 +18,7 @@ from . import deadlocks
 from .enqueue import NewJob, enqueue
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def rerun(
     using: str, job_id: str, *, rerun_id: str | None, requested_by: str | None
 ) -> EnqueueResult:

@@ -70,7 +70,7 @@ def prune(
     return sum(batches)
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def prune_batch(using: str, *, cutoff: datetime, batch_size: int, now: datetime) -> int:
     """Delete up to ``batch_size`` released jobs settled before ``cutoff``, oldest feed first
     (recording their ids if ``ID_RETENTION`` is set, ``now`` being when)."""

@@ -16,7 +16,7 @@ from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def fire(
     using: str,
     name: str,

@@ -91,7 +91,7 @@ class Store:
                 return verb(self.using, *args, **kwargs)
 
         with self._waits():
-            return deadlocks.run_whole(self.using, whole, verb.__name__)
+            return deadlocks.run_retried(self.using, whole, verb.__name__)
 
     # jobs in
 

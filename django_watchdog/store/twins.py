@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 TWIN_SCAN = 32
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def queued_twin(using: str, new: NewJob) -> Job | None:
     """The oldest queued job that ``new`` would repeat, its queue locked; ``None`` if none.
 

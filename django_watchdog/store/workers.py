@@ -55,7 +55,7 @@ def register(
     )
 
 
-@deadlocks.rerun
+@deadlocks.retried
 def heartbeat(using: str, worker_id: str) -> bool:
     """Mark the worker alive now, on the database's clock, in one statement (the caller's
     transaction, or its own); ``False`` if its row is gone (another worker reaped it)."""
