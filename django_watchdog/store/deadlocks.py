@@ -39,7 +39,7 @@ from django.db import DatabaseError, OperationalError, transaction
 from .dialects import dialect
 
 #: How many times a transaction runs at most: the first run and its reruns.
-ATTEMPTS = 3
+ATTEMPTS = 5
 #: Seconds of the longest pause before the first rerun (doubling after): a random part of
 #: it, so two transactions that deadlocked do not meet again in step.
 PAUSE = 0.01

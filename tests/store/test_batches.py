@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 import django_watchdog as wd
 from django_watchdog.domain.values import ClaimResult, Decision
@@ -14,6 +14,7 @@ from django_watchdog.models import Job
 from django_watchdog.signals import queue_changed
 from django_watchdog.store.batches import Settlement
 from django_watchdog.store.claims import Partition
+from django_watchdog.store.dialects import dialect
 from django_watchdog.store.store import Store
 
 from .helpers import DONE, assert_serial_in_order, in_threads, row
@@ -139,6 +140,10 @@ def test_with_receivers_every_settle_of_a_batch_is_announced(announced) -> None:
 
 @pytest.mark.concurrent_writers
 def test_concurrent_batch_claimers_never_share_a_job_or_a_queue() -> None:
+    """On MariaDB these transactions deadlock each other at times: taking a job sets its
+    ``running_queue``, whose unique check S-locks the next entry of that index, often a
+    delete-marked one another batch's settle holds X-locked (``store.deadlocks`` reruns
+    them; busy-looping claimers on a loaded machine can lose every run)."""
     queues, per_queue, claimers = 20, 5, 4
     for index in range(queues * per_queue):
         wd.enqueue(f"j{index:03}", queue=f"q{index % queues}", priority=index % 3)
@@ -148,9 +153,16 @@ def test_concurrent_batch_claimers_never_share_a_job_or_a_queue() -> None:
     def work(worker: int) -> None:
         held: list[Settlement] = []
         while True:
-            _, claimed = Store("default").settle_and_claim(
-                held, claim_next=ALL, limit=4, worker_id=f"w{worker}"
-            )
+            try:
+                _, claimed = Store("default").settle_and_claim(
+                    held, claim_next=ALL, limit=4, worker_id=f"w{worker}"
+                )
+            except OperationalError as error:
+                # MariaDB: still a deadlock's victim after the store's last rerun (see
+                # below); rolled back whole, so a worker settles the same jobs again.
+                if not dialect("default").deadlock_victim(error):
+                    raise
+                continue
             held = []
             for result in claimed:
                 assert isinstance(result, ClaimResult) and result.job and result.claim_token
