@@ -174,10 +174,20 @@ def test_a_claim_joined_to_a_locked_queue_skips_the_job_but_keeps_the_job_locked
     assert other.run(lock_job, [ids[0]]) == [(ids[0],)]
 
 
-def test_a_claim_that_locks_queues_first_leaves_skipped_jobs_unlocked(session: Any) -> None:
-    """The claim the dialect will run: candidates by a plain read of the claim index, then
+@pytest.mark.parametrize(
+    ("index", "skipped_stays_locked"),
+    [("watchdog_job_ready", False), ("watchdog_job_claim", True)],
+)
+def test_a_claim_that_locks_queues_first_leaves_skipped_jobs_unlocked_only_by_queue(
+    session: Any, index: str, skipped_stays_locked: bool
+) -> None:
+    """The claim the dialect runs: candidates by a plain read of the claim index, then
     their queues locked with ``SKIP LOCKED``, then the jobs of the queues it holds locked and
-    re-read (still ready?) before they are updated."""
+    re-read (still ready?) before they are updated. That last read leaves a skipped job
+    unlocked only when it goes through the ``(queue, ready)`` index, which is why the
+    dialect forces it: a walk of the claim index keeps the skipped job locked, READ
+    COMMITTED or not. Each plan is forced here, as the optimizer's own choice follows the
+    table's statistics (what earlier tests left), not this test."""
     writer, settler, claimer, other = session(), session(), session(), session()
     ids = ready_jobs(writer, 2)
     settler.run("SELECT name FROM watchdog_queue WHERE name = 'q0' FOR UPDATE")
@@ -191,10 +201,12 @@ def test_a_claim_that_locks_queues_first_leaves_skipped_jobs_unlocked(session: A
     )
     assert held == [("q1",)]
     assert claimer.run(
-        "SELECT id FROM watchdog_job WHERE queue = 'q1' AND ready = TRUE FOR UPDATE"
+        f"SELECT id FROM watchdog_job FORCE INDEX ({index})"
+        " WHERE queue = 'q1' AND ready = TRUE FOR UPDATE"
     ) == [(ids[1],)]
     lock_job = "SELECT id FROM watchdog_job WHERE id = %s FOR UPDATE NOWAIT"
-    assert other.run(lock_job, [ids[0]]) == [(ids[0],)]
+    error = other.error_of(lock_job, [ids[0]])
+    assert error == (LOCK_WAIT_TIMEOUT if skipped_stays_locked else None)
 
 
 @pytest.mark.parametrize(
