@@ -41,3 +41,35 @@ def test_cancelling_a_delayed_job_that_outranks_the_head_takes_the_head_and_its_
     assert (head.job_id, head.cancellation_requested) == ("delayed", True)
     ready = set(Job.objects.filter(ready=True).values_list("job_id", flat=True))
     assert ready == {"delayed"}
+
+
+def _order(queue: str) -> list[str]:
+    """The queue's queued jobs as every dialect orders them (position; ties by id)."""
+    jobs = Job.objects.filter(queue=queue, state="queued", delayed=False)
+    return list(jobs.order_by("-priority", "position", "id").values_list("job_id", flat=True))
+
+
+def test_a_job_enqueued_after_a_promotion_joins_behind_every_promoted_job() -> None:
+    """Enqueue and promotion draw places from one counter: a promotion of two jobs, then an
+    enqueue, keeps that order (on MariaDB the second promoted job once took a place after
+    the enqueued one's)."""
+    now = timezone.now()
+    wd.enqueue("j0", queue="q1")
+    assert wd.cancel("j0").status == "recorded"
+    wd.enqueue("j1", queue="q1", run_after=now + 24 * HOUR)
+    wd.enqueue("j2", queue="q1", run_after=now + 24 * HOUR)
+    assert Store().promote_due(now=now + 48 * HOUR) == 2
+    wd.enqueue("j3", queue="q1", run_after=now - 24 * HOUR)  # due already: enqueued now
+    assert _order("q1") == ["j0", "j1", "j2", "j3"]
+
+
+def test_a_delayed_job_cancelled_after_promotions_joins_where_it_was_enqueued() -> None:
+    """Its place is the one it drew at enqueue: before jobs promoted or enqueued later."""
+    now = timezone.now()
+    wd.enqueue("first", queue="q", run_after=now + HOUR)
+    wd.enqueue("second", queue="q", run_after=now + HOUR)
+    wd.enqueue("kept", queue="q", run_after=now + 24 * HOUR)
+    assert Store().promote_due(now=now + 2 * HOUR) == 2
+    wd.enqueue("last", queue="q")
+    assert wd.cancel("kept").status == "recorded"
+    assert _order("q") == ["kept", "first", "second", "last"]

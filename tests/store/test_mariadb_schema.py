@@ -1,10 +1,11 @@
-"""The schema's rules hold on MariaDB as the migrations leave it (migration 0009): the
-database refuses two running jobs in one queue and a cancellation id on two jobs, compares
-names byte for byte, keeps 4-byte UTF-8 and microseconds, and checks JSON columns.
+"""The schema's rules hold on MariaDB as the migrations leave it (migrations 0009, 0011):
+the database refuses two running jobs in one queue and a cancellation id on two jobs,
+compares names byte for byte, keeps 4-byte UTF-8 and microseconds, checks JSON columns, and
+has one sequence for job ids and positions.
 
-Rows are written with the ORM and raw SQL, not the store: its statements are not MariaDB's
-yet. The test database takes the server's default collation (case-insensitive), as most
-sites do.
+Rows are written with the ORM and raw SQL, bypassing the store (the id sequence's test
+enqueues through it, after the migration). The test database takes the server's default
+collation (case-insensitive), as most sites do.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
+import django_watchdog as wd
 from django_watchdog.models import Job, Queue
 
 from .helpers import raw_job_row
@@ -170,3 +172,45 @@ def test_the_migration_goes_back_to_what_django_built_and_forward_again() -> Non
         executor = MigrationExecutor(connection)
         executor.migrate(latest)
     assert _mariadb_indexes()["watchdog_job_one_running_per_queue"]["unique"]
+
+
+def _sequences() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT TABLE_NAME FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'SEQUENCE'"
+        )
+        return {name for (name,) in cursor.fetchall()}
+
+
+def _insert_raw(**columns: Any) -> None:
+    values = raw_job_row(**columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO watchdog_job ({', '.join(map(connection.ops.quote_name, values))})"
+            f" VALUES ({', '.join(['%s'] * len(values))})",
+            list(values.values()),
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_id_sequence_starts_above_every_id_and_position_and_goes_away_going_back() -> None:
+    """Migration 0011: job ids and positions come from one sequence, which starts above
+    every stored id and position and every id ``AUTO_INCREMENT`` gave (a deleted row's)."""
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes("django_watchdog")
+    executor.migrate([("django_watchdog", "0010_job_trace_context")])
+    try:
+        assert "watchdog_job_id_seq" not in _sequences()
+        _insert_raw(id=5000, job_id="promoted", position=7000)
+        _insert_raw(id=9000, job_id="purged", queue="other")
+        Job.objects.filter(job_id="purged").delete()
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    assert "watchdog_job_id_seq" in _sequences()
+    wd.enqueue("after", queue="q")
+    after = Job.objects.get(job_id="after")
+    assert after.pk > 9000 and after.position == after.pk
+    ordered = Job.objects.filter(queue="q").order_by("position").values_list("job_id", flat=True)
+    assert list(ordered) == ["promoted", "after"]

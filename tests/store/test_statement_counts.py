@@ -36,11 +36,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: (candidates, hold their queues, lock and re-read the ready jobs, take one); COMMIT.
 SETTLE_AND_CLAIM = {"postgresql": 5, "sqlite": 7, "mysql": 11}
 #: postgresql: BEGIN; create-or-lock the queue and insert; COMMIT. mysql: BEGIN; lock the
-#: queue (there is none); create it; insert; set the job's position (its id); COMMIT.
-ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4, "mysql": 6}
+#: queue (there is none); create it; insert (id and position from the sequence); COMMIT.
+ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4, "mysql": 5}
 #: postgresql: BEGIN; lock the queue (it exists); insert and settle its head; COMMIT.
-#: mysql: BEGIN; lock the queue; insert; set the job's position; the queue's head; COMMIT.
-ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5, "mysql": 6}
+#: mysql: BEGIN; lock the queue; insert; the queue's head; COMMIT.
+ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5, "mysql": 5}
 #: An idle worker's claim, every poll: one statement that takes nothing and says whether
 #: ready jobs were left (skipped queues: try again), in autocommit. mysql: the same statement
 #: (the claim's first step, which finds nothing) inside the claim's transaction: BEGIN, it,

@@ -13,6 +13,8 @@ What MariaDB lacks, and what stands in for it (``docs/explanation/mariadb-dialec
 - no ``FOR UPDATE OF``: a claim reads candidates without locks, locks their queues with
   ``SKIP LOCKED``, then re-reads the jobs of the queues it holds (``mariadb_claim``);
 - no ``NOTIFY``: idle workers probe the claim index (``WAKE = "probe"``);
+- no id sequence behind ``AUTO_INCREMENT``: a sequence of its own (``NEXT_ID``, migration
+  0011) gives job ids and promoted jobs' places, as PostgreSQL's id sequence does;
 - no ``lock_timeout``: a lock-taking statement of a bounded block runs under
   ``SET STATEMENT max_statement_time`` (error 1969, treated as 1205 is: ``waits``);
 - ``delayed`` is a reserved word: every statement writes it `` `delayed` ``;
@@ -32,6 +34,7 @@ from . import common, mariadb_claim, mariadb_enqueue
 from .base import Dialect, Params, Row, in_clause
 from .mariadb_terms import (
     DEADLOCK,
+    NEXT_ID,
     NOW,
     bounded,
     error_code,
@@ -103,20 +106,10 @@ SELECT j.id, j.queue FROM watchdog_job j JOIN watchdog_queue q ON q.name = j.que
  ORDER BY j.run_after, j.id LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
 """
-#: The place a due job takes (there is no sequence to draw from): after every job enqueued
-#: so far, after every queued job of its queue (whose lock is held), and after the last
-#: place this connection gave (a session variable): promotions do not tie in a queue, nor
-#: across queues on one connection.
-NEXT_POSITION = """
-SELECT @watchdog_position := GREATEST(
-    (SELECT MAX(id) FROM watchdog_job),
-    COALESCE((SELECT MAX(p.position) FROM watchdog_job p
-               WHERE p.queue = j.queue AND p.state = 'queued'), 0),
-    COALESCE(@watchdog_position, 0)) + 1
-  FROM watchdog_job j WHERE j.id = %(id)s
-"""
+#: A due job joins its queue's order: its place is drawn from the job id sequence, as
+#: enqueued jobs' are (``NEXT_ID``), so it comes after every job enqueued or promoted before.
 POSITION = (
-    "UPDATE watchdog_job SET `delayed` = FALSE, position = %(position)s"
+    f"UPDATE watchdog_job SET `delayed` = FALSE, position = {NEXT_ID}"
     " WHERE id = %(id)s AND `delayed` = TRUE"
 )
 
@@ -346,8 +339,7 @@ class MariadbDialect(Dialect):
 
     def enter_order(self, pk: int) -> int:
         """Give a due delayed job the next place in its queue's order."""
-        position = self.fetch(NEXT_POSITION, {"id": pk})[0][0]
-        return self.execute(POSITION, {"position": position, "id": pk})
+        return self.execute(POSITION, {"id": pk})
 
     # the settled feed
 

@@ -2,8 +2,9 @@
 
 1. the batch's queues, locked in name order (``lock_queues``), the missing ones inserted; a
    concurrent creator makes that insert wait, then fail with 1062: the step is repeated;
-2. the jobs inserted with ``INSERT … RETURNING`` (MariaDB 10.5), each taking its id as its
-   place in the order in a second statement of the same transaction;
+2. the jobs inserted with ``INSERT … RETURNING`` (MariaDB 10.5), each taking its id from the
+   job id sequence (``NEXT_ID``, in row order) and, unless delayed, that id as its place in
+   the order, as on PostgreSQL;
 3. the heads of the queues that existed settled (``refresh_head``); a created queue's head
    is its best new job, decided before the insert.
 """
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError
 
 from .base import Row, in_clause
-from .mariadb_terms import DUPLICATE_KEY, NOW, error_code, quoted
+from .mariadb_terms import DUPLICATE_KEY, NEXT_ID, NOW, error_code, quoted
 from .new_heads import best_new_jobs
 
 if TYPE_CHECKING:
@@ -50,28 +51,22 @@ def create_queues(count: int) -> str:
 
 @lru_cache(maxsize=128)
 def insert_jobs(count: int) -> str:
-    """Insert ``count`` jobs (ids in row order), each ``ready`` as given. A job in its
-    queue's order takes its id as its position (``position_is_id``, in the same
-    transaction): written 0 here, since a row must have one (``delayed_unpositioned``)."""
+    """Insert ``count`` jobs, each ``ready`` as given, their ids drawn from the job id
+    sequence in row order. A job in its queue's order takes its id as its position (a
+    value refers to the row's columns set before it); a delayed job has none yet."""
     columns = ", ".join(quoted(name) for name in INSERT_JOB_ROW)
     rows = ", ".join(
-        "("
+        f"({NEXT_ID}, "
         + ", ".join(f"%({name}_{n})s" for name in INSERT_JOB_ROW)
-        + f", CASE WHEN %(delayed_{n})s THEN NULL ELSE 0 END, 'queued', 0, 0, {NOW})"
+        + f", CASE WHEN %(delayed_{n})s THEN NULL ELSE id END, 'queued', 0, 0, {NOW})"
         for n in range(count)
     )
     return f"""
 INSERT INTO watchdog_job
-    ({columns}, position, state, recovery_count, attempts, enqueued_at)
+    (id, {columns}, position, state, recovery_count, attempts, enqueued_at)
 VALUES {rows}
 RETURNING id, job_id, enqueued_at, ready
 """
-
-
-@lru_cache(maxsize=128)
-def position_is_id(ids: str) -> str:
-    """New jobs ``ids`` (an ``IN`` clause) take their id as their place in the order."""
-    return f"UPDATE watchdog_job SET position = id WHERE {ids}"
 
 
 @lru_cache(maxsize=128)
@@ -158,11 +153,6 @@ def _insert(
         row = {**dialect.job_values(batch[index], delays[index]), "ready": index in heads}
         params.update({f"{name}_{n}": value for name, value in row.items()})
     inserted = dialect.fetch(insert_jobs(len(indexes)), params)
-    index_of = {batch[index].job_id: index for index in indexes}
-    ordered = [pk for (pk, job_id, *_) in inserted if not delays[index_of[job_id]]]
-    if ordered:
-        clause, ids = in_clause("id", "id", ordered)
-        dialect.execute(position_is_id(clause), ids)
     return [(pk, job_id, at, ready) for pk, job_id, at, ready in inserted]
 
 

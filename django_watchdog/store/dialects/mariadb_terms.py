@@ -1,6 +1,6 @@
-"""MariaDB's spellings, shared by its dialect modules: the clock, booleans, the reserved
-``delayed``, the job columns, statements without ``RETURNING``, bounded lock waits, and the
-server's error numbers."""
+"""MariaDB's spellings, shared by its dialect modules: the clock, the id counter, booleans,
+the reserved ``delayed``, the job columns, statements without ``RETURNING``, bounded lock
+waits, and the server's error numbers."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from .. import waits
 from . import common
 
 NOW = "UTC_TIMESTAMP(6)"
+#: The next value of the one counter job ids and places in a queue's order are drawn from
+#: (migration 0011), as PostgreSQL's id sequence: enqueue and promotion order agree. Like
+#: PostgreSQL's, it is not rolled back with its transaction: gaps are fine.
+NEXT_ID = "NEXT VALUE FOR watchdog_job_id_seq"
 DUPLICATE_KEY = 1062
 #: InnoDB rolled the whole transaction back to end a deadlock (``store.deadlocks``).
 DEADLOCK = 1213
@@ -57,8 +61,9 @@ def error_code(error: BaseException) -> int | None:
 
 
 #: How ``common`` orders a queue's jobs, and MariaDB's order: ties of position broken by id.
-#: A due delayed job's position (no sequence to draw from: ``NEXT_POSITION``) can equal the
-#: id of a job enqueued after it, whose id is higher than its own: it stays first.
+#: Positions drawn from ``NEXT_ID`` never tie; rows placed before migration 0011 may (a due
+#: delayed job then took the highest id so far plus one, which a job enqueued after it could
+#: take as its id): the promoted job, with the lower id, stays first.
 COMMON_ORDER = "ORDER BY priority DESC, position ASC"
 ORDER = "ORDER BY priority DESC, position ASC, id ASC"
 
