@@ -312,6 +312,11 @@ class Dialect:
         """Set these (parameter, value) pairs for this connection's session, if the
         database has such settings (a worker's own connections: ``store.sessions``)."""
 
+    def build_unmigrated(self) -> None:
+        """Add what the store needs that only a migration makes, to watchdog tables built
+        from the models instead (migrations disabled, as ``--nomigrations`` does); nothing
+        by default."""
+
     def row_estimate(self, sql: str, params: Sequence[Any]) -> int | None:
         """The planner's row estimate for an ORM query, if the database offers one."""
         return None

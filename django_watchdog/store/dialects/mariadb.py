@@ -178,6 +178,15 @@ def delete_locked_idle_queues(names: str) -> str:
     return f"DELETE q FROM watchdog_queue q WHERE {names} AND {no_job}"
 
 
+# tables built from the models
+
+#: Where migration 0011's sequence starts: above every id and position stored.
+ID_SEQUENCE_START = """
+SELECT GREATEST(COALESCE(MAX(id), 0), COALESCE(MAX(position), 0)) + 1 FROM watchdog_job
+"""
+#: Migration 0011's sequence (``NEXT_ID``), unless it exists.
+CREATE_ID_SEQUENCE = "CREATE SEQUENCE IF NOT EXISTS watchdog_job_id_seq START WITH %(start)s"
+
 # worker sessions
 
 HEARTBEAT = common.heartbeat(NOW)
@@ -365,6 +374,13 @@ class MariadbDialect(Dialect):
             return 0
         clause, names = in_clause("q.name", "name", locked)
         return self.execute(delete_locked_idle_queues(clause), names)
+
+    # tables built from the models
+
+    def build_unmigrated(self) -> None:
+        """The job id sequence (``NEXT_ID``), which the models cannot declare."""
+        (start,) = self.fetch(ID_SEQUENCE_START)[0]
+        self.execute(CREATE_ID_SEQUENCE, {"start": int(start)})
 
     # worker sessions
 
