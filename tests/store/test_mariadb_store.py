@@ -137,3 +137,25 @@ def _until_another_session_waits() -> None:
                 return
         waiting.wait(0.01)  # polling for the wait, with a deadline
     raise AssertionError("the repeat never waited for the first enqueue")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_inserted_without_the_id_sequence_does_not_block_later_enqueues() -> None:
+    """A job row written by hand (SQL, a fixture, a bulk load) takes an ``AUTO_INCREMENT``
+    id the sequence has not given; when the sequence reaches it, the enqueue moves the
+    sequence past every stored id and inserts, instead of failing on the primary key."""
+    wd.enqueue("first", queue="q")
+    first = Job.objects.get(job_id="first")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO watchdog_job (id, job_id, queue, lane, priority, state, outcome,"
+            " recovery_count, attempts, enqueued_at, settled_at, position, `delayed`, ready)"
+            " SELECT id + n, CONCAT('by-hand-', n), 'elsewhere', 'default', 0, 'settled',"
+            " 'completed', 0, 0, enqueued_at, enqueued_at, id + n, FALSE, FALSE"
+            " FROM watchdog_job, (SELECT seq AS n FROM seq_1_to_3) AS s WHERE job_id = 'first'"
+        )
+    for n in range(5):
+        wd.enqueue(f"later-{n}", queue="q")
+    later = Job.objects.filter(job_id__startswith="later-").order_by("position")
+    assert [job.job_id for job in later] == [f"later-{n}" for n in range(5)]
+    assert min(job.id for job in later) > first.id + 3

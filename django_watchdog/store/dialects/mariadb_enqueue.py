@@ -36,6 +36,15 @@ INSERT_JOB_ROW = (
 )  # fmt: skip
 
 
+#: The highest id stored (``_pass_every_stored_id``).
+HIGHEST_ID = "SELECT COALESCE(MAX(id), 0) FROM watchdog_job"
+
+
+def pass_id(highest: int) -> str:
+    """Set the id sequence to give ids above ``highest`` next (``SETVAL`` takes a literal)."""
+    return f"SELECT SETVAL(watchdog_job_id_seq, {int(highest)})"
+
+
 def values(names: Sequence[str], count: int) -> str:
     """Placeholders ``(…), (…)`` for ``count`` rows of ``names`` (``<name>_<n>``)."""
     return ", ".join(
@@ -101,7 +110,9 @@ def enter_jobs(
                 raise
             stored = _stored_ids(dialect, [batch[index].job_id for index in wanted])
             if not stored:
-                raise
+                if not _on_the_primary_key(error):
+                    raise
+                _pass_every_stored_id(dialect)
             wanted = [index for index in wanted if batch[index].job_id not in stored]
     else:  # pragma: no cover - a repeat raced us ENQUEUE_ATTEMPTS times
         raise IntegrityError("enqueue kept meeting concurrent repeats")
@@ -154,6 +165,19 @@ def _insert(
         params.update({f"{name}_{n}": value for name, value in row.items()})
     inserted = dialect.fetch(insert_jobs(len(indexes)), params)
     return [(pk, job_id, at, ready) for pk, job_id, at, ready in inserted]
+
+
+def _on_the_primary_key(error: IntegrityError) -> bool:
+    """Whether a duplicate key ``error`` is an id the sequence gave that a row already has."""
+    return "for key 'PRIMARY'" in str(error)
+
+
+def _pass_every_stored_id(dialect: MariadbDialect) -> None:
+    """Move the id sequence past every stored id: a row inserted without it (by hand, a
+    fixture, a bulk load) took an ``AUTO_INCREMENT`` id the sequence would give again.
+    ``SETVAL`` ignores a value the sequence is already past, so racing enqueues agree."""
+    ((highest,),) = dialect.fetch(HIGHEST_ID)
+    dialect.fetch(pass_id(int(highest)))
 
 
 def _stored_ids(dialect: MariadbDialect, job_ids: Sequence[str]) -> set[str]:
