@@ -84,6 +84,34 @@ def threads_cpu(pid: int) -> dict[int, float]:
     return spent
 
 
+#: The names (``comm``) of the database server's processes, by database.
+SERVER_PROCESSES = {"postgres": ("postgres",), "sqlite": ()}
+
+
+def server_cpu(db: str) -> float:
+    """user + system seconds of every process of the database server (its backends, the WAL
+    writer, the checkpointer...) but the backend serving this process's own connection (the
+    enqueue, and the polling for progress): the server's side of the worker's jobs."""
+    names = SERVER_PROCESSES[db]
+    if not names:
+        return 0.0
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        own = str(cursor.fetchone()[0])
+    spent = 0.0
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit() or process.name == own:
+            continue
+        try:
+            if (process / "comm").read_text().strip() in names:
+                spent += sum(cpu_of(process / "stat"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return spent
+
+
 def thread_names(pid: int, py_spy: str | None) -> dict[int, str]:
     names = {pid: "MainThread"}
     if py_spy is None:
@@ -228,11 +256,14 @@ def measure(
         enqueue_and_drain(worker, WARM_UP, "warm", timeout=120)
         names = thread_names(worker.pid, py_spy)
         runs = []
+        served: list[float] = []
         per_thread: dict[str, list[float]] = collections.defaultdict(list)
         for n in range(repeat):
             cpu_before, threads_before = worker.cpu(), threads_cpu(worker.pid)
+            server_before = server_cpu(db)
             wall = enqueue_and_drain(worker, jobs, f"r{n}-")
             cpu_after, threads_after = worker.cpu(), threads_cpu(worker.pid)
+            served.append(server_cpu(db) - server_before)
             runs.append((cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1], wall))
             spent: collections.Counter[str] = collections.Counter()
             for tid, seconds in threads_after.items():
@@ -257,6 +288,12 @@ def measure(
         lines.append(
             row("**median**", *(statistics.median(column) for column in zip(*runs, strict=True)))
         )
+        if SERVER_PROCESSES[db]:
+            lines += [
+                "",
+                "the server's processes but the bench's own backend, user + system, CPU ms/job "
+                f"(median): {statistics.median(served) / jobs * 1e3:.3f}",
+            ]
         lines += ["", "| thread | CPU ms/job (median) |", "|---|---:|"]
         for name, spent_list in sorted(per_thread.items(), key=lambda i: -statistics.median(i[1])):
             lines.append(f"| {name} | {statistics.median(spent_list) / jobs * 1e3:.3f} |")

@@ -218,3 +218,40 @@ def test_the_idle_workers_probe_reads_index_ends_only(lanes: tuple[str, ...]) ->
     assert any(table == "j" and key.startswith("watchdog_job_claim") for table, key in keys), plan
     assert ("watchdog_job", "watchdog_job_retry_due") in keys, plan
     assert "Select tables optimized away" in plan, plan
+
+
+@pytest.mark.postgres_only
+def test_a_claim_takes_its_picked_jobs_by_address_whatever_the_statistics_say() -> None:
+    # A queue's table changes faster than its statistics: analyzed when every job had
+    # settled, they say no job is queued, so the planner once walked every queued job
+    # (the lane_pending index) to find the one the claim had picked, a cost growing with
+    # the backlog. The picked row is taken by its address (a TID scan) instead.
+    now = timezone.now()
+    Queue.objects.bulk_create([Queue(name=f"q{index}") for index in range(QUEUES)])
+    settled = dict(state="settled", outcome="completed", enqueued_at=now, settled_at=now)
+    Job.objects.bulk_create(
+        [
+            Job(job_id=f"done-{n}", queue=f"q{n % QUEUES}", lane="mail", position=n, **settled)
+            for n in range(1, SETTLED)
+        ],
+        batch_size=1_000,
+    )
+    _analyze()
+    Job.objects.bulk_create(
+        [
+            Job(
+                job_id=f"wait-{n}",
+                queue=f"q{n % QUEUES}",
+                lane="mail",
+                state="queued",
+                ready=n < QUEUES,
+                position=SETTLED + n,
+                enqueued_at=now,
+            )
+            for n in range(QUEUES * QUEUED_PER_QUEUE)
+        ]
+    )
+    for lanes in ((), ("mail",)):
+        claim = _without_the_probe(_plan(lanes, ()))
+        read = [line for line in claim.splitlines() if "Scan on watchdog_job taken" in line]
+        assert len(read) == 1 and "Tid Scan" in read[0], claim

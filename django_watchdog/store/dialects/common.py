@@ -80,13 +80,13 @@ CANDIDATE_COLUMNS = (
 )
 
 
-def picked(candidates: str) -> str:
+def picked(candidates: str, also: str = "") -> str:
     """Of the ``candidates`` rows (a table expression of ``CANDIDATE_COLUMNS``), the ones a
     claim takes (``n``: rank in the claim): every cancelled one, and the best other job of
-    each queue."""
+    each queue. ``also`` names more columns of ``candidates`` to pass on (``, col``)."""
     return f"""
-    SELECT id, cancelled, row_number() OVER () AS n FROM (
-        SELECT id, cancelled,
+    SELECT id, cancelled, row_number() OVER () AS n{also} FROM (
+        SELECT id, cancelled{also},
                row_number() OVER (PARTITION BY queue, cancelled ORDER BY priority DESC, position)
                    AS nth_of_queue
           FROM {candidates}) AS ranked

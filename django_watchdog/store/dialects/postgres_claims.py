@@ -76,10 +76,16 @@ def claim(lanes: str) -> str:
     Having taken none, it returns one row of NULLs if its snapshot showed a claimable job
     all the same (its queue was locked, or another claim took it first): worth another
     try. No row at all: nothing of the partition was claimable.
+
+    Each picked job is updated by its address (``ctid``, a TID scan), never found again
+    through an index: a queue's table changes faster than its statistics, and a planner
+    that believes no job is queued would walk every queued or ready job to find it. Under
+    ``READ COMMITTED`` a row updated meanwhile is followed to its newest version, whose
+    ``ready`` and ``state`` are checked again.
     """
     return f"""
 WITH candidate AS (
-    SELECT {common.CANDIDATE_COLUMNS}
+    SELECT {common.CANDIDATE_COLUMNS}, j.ctid AS address
       FROM watchdog_job j
       JOIN watchdog_queue q ON q.name = j.queue
      WHERE {common.claimable(is_set, lanes)}
@@ -87,11 +93,12 @@ WITH candidate AS (
      LIMIT %(limit)s
        FOR UPDATE OF q SKIP LOCKED
 ),
-picked AS ({common.picked("candidate")}),
+picked AS ({common.picked("candidate", also=", address")}),
 claimed AS (
     UPDATE watchdog_job AS taken SET {common.claim_set(NOW)}
       FROM picked
-     WHERE taken.id = picked.id AND taken.ready = TRUE AND taken.state = 'queued'
+     WHERE taken.ctid = picked.address
+       AND taken.id = picked.id AND taken.ready = TRUE AND taken.state = 'queued'
     RETURNING {common.job_columns("taken")}
 )
 SELECT claimed.* FROM (VALUES (1)) AS one LEFT JOIN claimed ON TRUE
