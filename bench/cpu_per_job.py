@@ -18,8 +18,13 @@ threads' from ``/proc/<pid>/task/<tid>/stat`` before and after. It prints CPU ms
   by own samples. (cProfile cannot do this on Python 3.12: one profiler sees every
   thread's calls interleaved.)
 
+On PostgreSQL it also reads the server's CPU per job: every ``postgres`` process (the
+worker's backends, the WAL writer...) but the backend of this script's own connection, which
+enqueues and polls. With ``--floor`` it then measures ``bench.floor``'s raw loop the same
+way (its process, the server, wall time), on its own table in the same scratch database.
+
 Run it against a scratch database (dropped and re-created): ``python -m bench.cpu_per_job
-postgres|sqlite [--jobs N] [--repeat N] [--py-spy PATH]``. py-spy is not a dependency:
+postgres|sqlite [--jobs N] [--repeat N] [--py-spy PATH] [--floor]``. py-spy is not a dependency:
 ``python -m venv /tmp/spy && /tmp/spy/bin/pip install py-spy``.
 """
 
@@ -88,18 +93,20 @@ def threads_cpu(pid: int) -> dict[int, float]:
 SERVER_PROCESSES = {"postgres": ("postgres",), "sqlite": ()}
 
 
-def server_cpu(db: str) -> float:
+def server_cpu(db: str, own: str | None = None) -> float:
     """user + system seconds of every process of the database server (its backends, the WAL
-    writer, the checkpointer...) but the backend serving this process's own connection (the
-    enqueue, and the polling for progress): the server's side of the worker's jobs."""
+    writer, the checkpointer...) but the backend serving this process's own connection
+    (``own``, by default Django's: the enqueue, and the polling for progress): the server's
+    side of the jobs measured."""
     names = SERVER_PROCESSES[db]
     if not names:
         return 0.0
-    from django.db import connection
+    if own is None:
+        from django.db import connection
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        own = str(cursor.fetchone()[0])
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            own = str(cursor.fetchone()[0])
     spent = 0.0
     for process in Path("/proc").iterdir():
         if not process.name.isdigit() or process.name == own:
@@ -159,6 +166,80 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+class FloorLoop:
+    """``python -m bench.floor postgres DSN`` on its own table in the scratch database: the
+    same measure for the raw claim-and-settle loop, to compare with."""
+
+    def __init__(self, db_name: str) -> None:
+        import psycopg
+
+        from bench import floor
+
+        self.dsn = f"host=127.0.0.1 user=postgres dbname={db_name}"
+        self.admin = psycopg.connect(self.dsn, autocommit=True)
+        self.admin.execute(floor.CREATE_POSTGRES)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_STAMP_FILE=os.devnull)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.floor", "postgres", self.dsn], cwd=ROOT, env=env
+        )
+        self.pid = self.process.pid
+
+    def cpu(self) -> tuple[float, float]:
+        return cpu_of(Path(f"/proc/{self.pid}/stat"))
+
+    def own_backend(self) -> str:
+        return str(self.admin.execute("SELECT pg_backend_pid()").fetchone()[0])
+
+    def enqueue_and_drain(self, count: int, prefix: str, timeout: float = 600) -> float:
+        from bench import floor
+
+        started = time.perf_counter()
+        self.admin.execute(
+            f"INSERT INTO {floor.TABLE} (tag) SELECT %s || n FROM generate_series(1, %s) n",
+            (prefix, count),
+        )
+        deadline = time.monotonic() + timeout
+        while self.admin.execute(
+            f"SELECT count(*) FROM {floor.TABLE} WHERE state <> 'done'"
+        ).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{count} floor jobs not done in {timeout} s")
+            time.sleep(0.02)
+        return time.perf_counter() - started
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+        self.admin.close()
+
+
+def measure_floor(db_name: str, jobs: int, repeat: int) -> list[str]:
+    """The floor's CPU per job, its process's and the server's, and its wall time."""
+    loop = FloorLoop(db_name)
+    lines = [
+        f"## postgres: the floor's CPU per job ({jobs} rows)",
+        "",
+        f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        "",
+        "| drain | loop CPU ms/job | server CPU ms/job | wall ms/job |",
+        "|---|---:|---:|---:|",
+    ]
+    try:
+        loop.enqueue_and_drain(WARM_UP, "warm")
+        own = loop.own_backend()
+        for n in range(repeat):
+            before, server_before = sum(loop.cpu()), server_cpu("postgres", own)
+            wall = loop.enqueue_and_drain(jobs, f"r{n}-")
+            spent, served = sum(loop.cpu()) - before, server_cpu("postgres", own) - server_before
+            lines.append(
+                f"| {n + 1} | {spent / jobs * 1e3:.3f} | {served / jobs * 1e3:.3f} | "
+                f"{wall / jobs * 1e3:.3f} |"
+            )
+    finally:
+        loop.stop()
+    return lines
 
 
 def settled() -> int:
@@ -337,10 +418,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--top", type=int, default=30, help="functions listed per profile")
     parser.add_argument("--py-spy", default=shutil.which("py-spy"), help="py-spy to profile with")
+    parser.add_argument(
+        "--floor", action="store_true", help="also measure the floor (postgres): bench.floor's loop"
+    )
     options = parser.parse_args()
     name = "watchdog_cpu_per_job" + os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "")
     setup(options.db, name)
     found = measure(options.db, name, options.jobs, options.repeat, options.py_spy, options.top)
+    if options.floor and options.db == "postgres":
+        found += ["", *measure_floor(name, options.jobs, options.repeat)]
     print("\n".join(found))
     sys.stdout.flush()
 
