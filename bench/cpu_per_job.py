@@ -18,9 +18,8 @@ threads' from ``/proc/<pid>/task/<tid>/stat`` before and after. It prints CPU ms
   by own samples. (cProfile cannot do this on Python 3.12: one profiler sees every
   thread's calls interleaved.)
 
-On PostgreSQL it also reads the server's CPU per job: every ``postgres`` process (the
-worker's backends, the WAL writer...) but the backend of this script's own connection, which
-enqueues and polls. With ``--floor`` it then measures ``bench.floor``'s raw loop the same
+On PostgreSQL it also reads the server's CPU per job: that of the backends serving the
+scratch database but the one of this script's own connection, which enqueues and polls. With ``--floor`` it then measures ``bench.floor``'s raw loop the same
 way (its process, the server, wall time), on its own table in the same scratch database.
 
 Run it against a scratch database (dropped and re-created): ``python -m bench.cpu_per_job
@@ -89,31 +88,29 @@ def threads_cpu(pid: int) -> dict[int, float]:
     return spent
 
 
-#: The names (``comm``) of the database server's processes, by database.
-SERVER_PROCESSES = {"postgres": ("postgres",), "sqlite": ()}
-
-
 def server_cpu(db: str, own: str | None = None) -> float:
-    """user + system seconds of every process of the database server (its backends, the WAL
-    writer, the checkpointer...) but the backend serving this process's own connection
-    (``own``, by default Django's: the enqueue, and the polling for progress): the server's
-    side of the jobs measured."""
-    names = SERVER_PROCESSES[db]
-    if not names:
+    """user + system seconds of the server's backends serving the scratch database but the
+    one of this process's own connection (``own``, by default Django's: the enqueue, and the
+    polling for progress): the server's side of the jobs measured. Other databases' backends
+    (another tenant's tests) and the server's background processes are left out. Only
+    PostgreSQL: 0 for SQLite, whose work runs in the worker's own process."""
+    if db != "postgres":
         return 0.0
-    if own is None:
-        from django.db import connection
+    from django.db import connection
 
-        with connection.cursor() as cursor:
+    with connection.cursor() as cursor:
+        if own is None:
             cursor.execute("SELECT pg_backend_pid()")
             own = str(cursor.fetchone()[0])
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend'"
+        )
+        backends = [str(pid) for (pid,) in cursor.fetchall() if str(pid) != own]
     spent = 0.0
-    for process in Path("/proc").iterdir():
-        if not process.name.isdigit() or process.name == own:
-            continue
+    for pid in backends:
         try:
-            if (process / "comm").read_text().strip() in names:
-                spent += sum(cpu_of(process / "stat"))
+            spent += sum(cpu_of(Path(f"/proc/{pid}/stat")))
         except (FileNotFoundError, ProcessLookupError):
             continue
     return spent
@@ -369,10 +366,10 @@ def measure(
         lines.append(
             row("**median**", *(statistics.median(column) for column in zip(*runs, strict=True)))
         )
-        if SERVER_PROCESSES[db]:
+        if db == "postgres":
             lines += [
                 "",
-                "the server's processes but the bench's own backend, user + system, CPU ms/job "
+                "the server's backends serving the worker, user + system, CPU ms/job "
                 f"(median): {statistics.median(served) / jobs * 1e3:.3f}",
             ]
         lines += ["", "| thread | CPU ms/job (median) |", "|---|---:|"]
