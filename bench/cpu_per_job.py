@@ -19,12 +19,13 @@ threads' from ``/proc/<pid>/task/<tid>/stat`` before and after. It prints CPU ms
   thread's calls interleaved.)
 
 On PostgreSQL it also reads the server's CPU per job: that of the backends serving the
-scratch database but the one of this script's own connection, which enqueues and polls. With ``--floor`` it then measures ``bench.floor``'s raw loop the same
-way (its process, the server, wall time), on its own table in the same scratch database.
+scratch database but the one of this script's own connection, which enqueues and polls.
+With ``--floor`` it then measures ``bench.floor``'s raw loop the same way (its process, the
+server, wall time), on its own table in the same scratch database.
 
 Run it against a scratch database (dropped and re-created): ``python -m bench.cpu_per_job
-postgres|sqlite [--jobs N] [--repeat N] [--py-spy PATH] [--floor]``. py-spy is not a dependency:
-``python -m venv /tmp/spy && /tmp/spy/bin/pip install py-spy``.
+postgres|sqlite [--jobs N] [--repeat N] [--py-spy PATH] [--floor]``. py-spy is not a
+dependency: ``python -m venv /tmp/spy && /tmp/spy/bin/pip install py-spy``.
 """
 
 from __future__ import annotations
