@@ -115,11 +115,19 @@ PRIOR = common.PRIOR
 HEAD = common.head(is_unset)
 
 
-def refresh(head: str, only_if: str = "") -> str:
+def refresh(head: str, only_if: str = "", *, displaces: bool = True) -> str:
     """Common table expressions that make ``head`` (a ``common.head`` row) ready and waken
-    its lane's workers (unless in ``%(quiet_lanes)s``), and take the ready flag from the
-    head it displaced if ``head`` is one of ``%(entered)s``; ``only_if`` makes it
-    conditional."""
+    its lane's workers (unless in ``%(quiet_lanes)s``), and, with ``displaces``, take the
+    ready flag from the head it displaced if ``head`` is one of ``%(entered)s``; ``only_if``
+    makes it conditional."""
+    demoted = """,
+demoted AS (
+    UPDATE watchdog_job SET ready = FALSE FROM head
+     WHERE watchdog_job.queue = %(queue)s AND watchdog_job.ready
+       AND watchdog_job.cancellation_id IS NULL
+       AND watchdog_job.id <> head.id AND head.rank <> 0 AND head.id = ANY(%(entered)s::bigint[])
+    RETURNING 1
+)"""
     return f"""
 head AS ({head}),
 marked AS (
@@ -127,14 +135,7 @@ marked AS (
      WHERE watchdog_job.id = head.id AND head.rank <> 0 AND NOT watchdog_job.ready {only_if}
     RETURNING CASE WHEN watchdog_job.lane = ANY(%(quiet_lanes)s::text[]) THEN NULL
                    ELSE pg_notify(%(channel)s, watchdog_job.lane) END
-),
-demoted AS (
-    UPDATE watchdog_job SET ready = FALSE FROM head
-     WHERE watchdog_job.queue = %(queue)s AND watchdog_job.ready
-       AND watchdog_job.cancellation_id IS NULL
-       AND watchdog_job.id <> head.id AND head.rank <> 0 AND head.id = ANY(%(entered)s::bigint[])
-    RETURNING 1
-)
+){demoted if displaces else ""}
 """
 
 
@@ -142,13 +143,16 @@ demoted AS (
 REFRESH_HEAD = f"WITH {refresh(HEAD)} SELECT * FROM head"
 #: Settle, pick the queue's next head and mark it ready, in one round trip. The statement's
 #: snapshot still shows the settling job running, so the head query skips it; every other
-#: row of the queue is current because the queue's lock is held.
+#: row of the queue is current because the queue's lock is held. A settle enters no job, so
+#: the head it readies displaces none: no update for that (each one a statement carries
+#: costs PostgreSQL its set-up on every run, used or not).
 SETTLE_AND_REFRESH = f"""
 WITH settled AS ({SETTLE}),
 {
     refresh(
         common.head(is_unset, not_settling="AND job_id <> %(job_id)s"),
         only_if="AND EXISTS (SELECT 1 FROM settled)",
+        displaces=False,
     )
 }
 SELECT settled.*, head.* FROM settled LEFT JOIN head ON TRUE
@@ -254,7 +258,6 @@ class PostgresClaims(Dialect):
             "queue": queue,
             "quiet_lanes": list(quiet_lanes),
             "channel": setting("NOTIFY_CHANNEL"),
-            "entered": [],
         }
         found = self.fetch(SETTLE_AND_REFRESH, bound)
         if not found:
