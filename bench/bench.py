@@ -408,6 +408,7 @@ class Bench:
         self.logs.mkdir()
         self.results: dict[str, dict[str, dict[str, Any]]] = {}
         self.failures: list[str] = []
+        self.warm_ups = 0
 
     def record(self, db: str, system: str, metric: str, runs: list[float] | float | None) -> None:
         if runs is None:
@@ -469,8 +470,12 @@ class Bench:
     # drain
 
     def warm_up(self, system: str, db: str, workers: Workers, stamps: Stamps, count: int) -> None:
-        drive(system, db, "prefill", stamps.path, n=count, queues=count, tag="w:0")
-        stamps.wait("w:0", count, timeout=60, workers=workers)
+        # A tag of its own each time: the same job ids again would be duplicates, which
+        # run nothing, and their old stamps would end the wait before the workers are up.
+        tag = f"w:{self.warm_ups}"
+        self.warm_ups += 1
+        drive(system, db, "prefill", stamps.path, n=count, queues=count, tag=tag)
+        stamps.wait(tag, count, timeout=60, workers=workers)
         time.sleep(0.5)
 
     def drain_runs(
