@@ -29,6 +29,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench import flatness
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RESULTS = ROOT / "bench" / "results"
@@ -184,21 +186,30 @@ def create_mariadb_database(name: str) -> None:
 
 
 def drive(
-    system: str, db: str, op: str, stamps_path: Path, timeout: float = 600, **args: Any
+    system: str,
+    db: str,
+    op: str,
+    stamps_path: Path,
+    timeout: float = 600,
+    echo: bool = False,
+    **args: Any,
 ) -> Any:
-    """Run one driver op in a subprocess with the system's settings; its JSON result."""
+    """Run one driver op in a subprocess with the system's settings; its JSON result.
+    ``echo``: its stderr (progress of a long op) goes to ours as it comes."""
     if system == "floor":
         args.setdefault("target", floor_target(db))
     done = subprocess.run(
         [sys.executable, "-m", "bench.driver", system, db, op, json.dumps(args)],
         cwd=ROOT,
         env=base_env(system, db, stamps_path),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=None if echo else subprocess.PIPE,
         text=True,
         timeout=timeout,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"driver {system} {db} {op} failed:\n{done.stderr[-3000:]}")
+        said = "(its stderr is above)" if echo else done.stderr[-3000:]
+        raise RuntimeError(f"driver {system} {db} {op} failed:\n{said}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -206,9 +217,14 @@ def drive(
 WATCHDOG_BATCH = 32
 
 
-def worker_command(system: str, db: str, concurrency: int, index: int) -> list[str]:
+def worker_command(
+    system: str, db: str, concurrency: int, index: int, default_worker: bool = False
+) -> list[str]:
+    """How a user would start the system's worker. watchdog: with ``--batch WATCHDOG_BATCH``,
+    or as the default worker (``default_worker``: no ``--batch``, one job per transaction)."""
     py = sys.executable
     if system == "watchdog":
+        batch = [] if default_worker else ["--batch", str(WATCHDOG_BATCH)]
         return [
             py,
             "-m",
@@ -218,8 +234,7 @@ def worker_command(system: str, db: str, concurrency: int, index: int) -> list[s
             "bench",
             "--concurrency",
             str(concurrency),
-            "--batch",
-            str(WATCHDOG_BATCH),
+            *batch,
             "--log-level",
             "WARNING",
             "--worker-id",
@@ -285,11 +300,12 @@ class Workers:
         stamp_file: Path,
         log_dir: Path,
         extra: list[str] | None = None,
+        default_worker: bool = False,
     ) -> None:
         self.popens: list[subprocess.Popen[bytes]] = []
         env = base_env(system, db, stamp_file)
         for index in range(count):
-            command = worker_command(system, db, concurrency, index)
+            command = worker_command(system, db, concurrency, index, default_worker)
             if extra:
                 command = [c for c in command if c not in ("--lane", "bench")] + extra
             out = (log_dir / f"{system}-{db}-{index}.log").open("ab")
@@ -396,6 +412,11 @@ class Bench:
             )
         if args.at_scale:
             self.sizes = Sizes(**{**self.sizes.__dict__, **AT_SCALE})
+        if args.backlog:
+            queued, settled = args.backlog
+            self.sizes = Sizes(
+                **{**self.sizes.__dict__, "flat_queued": queued, "flat_settled": settled}
+            )
         self.repeat = args.repeat
         self.smoke = args.smoke
         self.procs = SMOKE_PROCS if args.smoke else (1, 2) if args.quick else WORKER_PROCS
@@ -409,6 +430,23 @@ class Bench:
         self.results: dict[str, dict[str, dict[str, Any]]] = {}
         self.failures: list[str] = []
         self.warm_ups = 0
+
+    log = staticmethod(log)
+
+    def watchdog(self, db: str, op: str, stamps_path: Path, **args: Any) -> Any:
+        """``drive`` for watchdog (bench/flatness.py's ops)."""
+        return drive("watchdog", db, op, stamps_path, **args)
+
+    def workers(
+        self,
+        db: str,
+        count: int,
+        stamp_file: Path,
+        extra: list[str] | None = None,
+        default_worker: bool = False,
+    ) -> Workers:
+        """``count`` watchdog worker processes of one thread."""
+        return Workers("watchdog", db, count, 1, stamp_file, self.logs, extra, default_worker)
 
     def record(self, db: str, system: str, metric: str, runs: list[float] | float | None) -> None:
         if runs is None:
@@ -553,53 +591,7 @@ class Bench:
     # backlog flatness (watchdog)
 
     def flatness(self, db: str) -> None:
-        system, sizes = "watchdog", self.sizes
-        drive(system, db, "reset", self.work / "stamps-reset.txt")
-        stamps = self.stamps(f"flat-{db}")
-        with Workers(system, db, 2, 1, stamps.path, self.logs) as workers:
-            self.warm_up(system, db, workers, stamps, 4)
-            empty = self.drain_runs(
-                system, db, workers, stamps, sizes.flat_drain, sizes.flat_queues, "fe"
-            )
-        self.record(db, system, "flat_empty", empty)
-        with Workers(
-            system,
-            db,
-            1,
-            1,
-            stamps.path,
-            self.logs,
-            extra=["--lane", "bench-sleep", "--shutdown-grace", "1"],
-        ) as sleeper:
-            # Building the rows takes about a second per 5,000 on 2 busy cores (at scale: ~40 min).
-            build = (sizes.flat_queued + sizes.flat_settled) / 5_000
-            drive(system, db, "flat_busy", stamps.path, hold=1800 + build)
-            log(
-                f"  generating {sizes.flat_queued:,} queued behind one busy queue and "
-                f"{sizes.flat_settled:,} settled rows ({db})"
-            )
-            made = drive(
-                system,
-                db,
-                "flat_fill",
-                stamps.path,
-                timeout=600 + build,
-                queued=sizes.flat_queued,
-                settled=sizes.flat_settled,
-            )
-            log(f"  generated in {made['seconds']:.1f}s: {made['counts']}")
-            with Workers(system, db, 2, 1, stamps.path, self.logs) as workers:
-                self.warm_up(system, db, workers, stamps, 4)
-                big = self.drain_runs(
-                    system, db, workers, stamps, sizes.flat_drain, sizes.flat_queues, "fb"
-                )
-            sleeper.check_alive()
-        self.record(db, system, "flat_big", big)
-        self.record(db, system, "flatness", [b / e for b, e in zip(big, empty, strict=True)])
-        self.results[db][system]["flat_backlog"] = {
-            "queued": sizes.flat_queued + sizes.flat_drain,
-            "settled": sizes.flat_settled,
-        }
+        flatness.measure(self, db)
 
     # settled feed (watchdog)
 
@@ -680,6 +672,37 @@ ROWS = [
     ("flat_empty", "drain 2 processes, empty tables (jobs/s)"),
     ("flat_big", "drain 2 processes, big backlog (jobs/s)"),
     ("flatness", "backlog flatness (big / empty)"),
+    ("flat_empty_default", "drain 2 default workers (no --batch), empty tables (jobs/s)"),
+    ("flat_big_default", "drain 2 default workers (no --batch), big backlog (jobs/s)"),
+    ("flatness_default", "backlog flatness, default worker (big / empty)"),
+    ("flat_enqueue_new_ms_empty", "enqueue, 1 job/transaction, new queue, empty tables (ms)"),
+    ("flat_enqueue_new_ms_big", "enqueue, 1 job/transaction, new queue, big backlog (ms)"),
+    ("flat_enqueue_new_cost", "enqueue cost, new queue (big / empty)"),
+    ("flat_enqueue_existing_ms_empty", "enqueue, 1 job/transaction, existing queue, empty (ms)"),
+    ("flat_enqueue_existing_ms_big", "enqueue, 1 job/transaction, existing queue, big (ms)"),
+    ("flat_enqueue_existing_cost", "enqueue cost, existing queue (big / empty)"),
+    ("flat_enqueue_behind_ms_big", "enqueue, 1 job/transaction, behind the busy queue (ms)"),
+    ("flat_enqueue_behind_cost", "enqueue cost, behind the busy queue / existing queue, empty"),
+    ("flat_status_ms_empty", "watchdog status, in-process, empty tables (ms)"),
+    ("flat_status_ms_big", "watchdog status, in-process, big backlog (ms)"),
+    ("flat_admin_jobs_ms_empty", "admin job list, first page, empty tables (ms)"),
+    ("flat_admin_jobs_ms_big", "admin job list, first page, big backlog (ms)"),
+    ("flat_admin_queues_ms_empty", "admin queue list, first page, empty tables (ms)"),
+    ("flat_admin_queues_ms_big", "admin queue list, first page, big backlog (ms)"),
+    ("flat_build_rows_per_s", "big backlog built, INSERT ... SELECT (rows/s)"),
+    ("flat_build_s", "big backlog built, INSERT ... SELECT (s)"),
+    ("flat_analyze_s", "big backlog's VACUUM ANALYZE or ANALYZE (s)"),
+    ("prune_deleted", "prune: settled rows deleted (the history's oldest tenth)"),
+    ("prune_batch_size", "prune: batch size (rows per transaction)"),
+    ("prune_s", "prune: the command's time, its count included (s)"),
+    ("prune_rows_per_s", "prune: rows deleted per second"),
+    ("prune_first_batch_s", "prune: start to the first batch's end, its count included (s)"),
+    ("prune_batch_ms", "prune: one batch, median, not the first nor the last (ms)"),
+    ("prune_batch_ms_max", "prune: the longest batch, not the first nor the last (ms)"),
+    ("prune_last_batch_s", "prune: the last batch, which finds no more old rows (s)"),
+    ("prune_drain_before", "drain 2 default workers, just before the prune (jobs/s)"),
+    ("prune_drain_during", "drain 2 default workers, during the prune (jobs/s)"),
+    ("prune_drain_ratio", "drain during the prune / before it"),
     ("feed_paged", f"settled feed, read in pages of {FEED_PAGE} (jobs/s)"),
     ("feed_idle", "settled feed, reads with nothing new (reads/s)"),
 ]
@@ -874,6 +897,19 @@ def environment() -> dict[str, Any]:
     return info
 
 
+def _backlog(text: str) -> tuple[int, int]:
+    """``--backlog QUEUED,SETTLED``: two whole numbers, the queued at least 1."""
+    try:
+        queued, settled = (int(part.replace("_", "")) for part in text.split(","))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: write QUEUED,SETTLED, e.g. 100000,200000"
+        ) from error
+    if queued < 1 or settled < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: QUEUED at least 1, SETTLED at least 0")
+    return queued, settled
+
+
 def main() -> None:
     global WATCHDOG_BATCH
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -921,6 +957,14 @@ def main() -> None:
         action="store_true",
         help="flatness with 1,000,000 queued and 10,000,000 settled rows (long: use with "
         "--workloads flatness --db postgres)",
+    )
+    parser.add_argument(
+        "--backlog",
+        type=_backlog,
+        default=None,
+        metavar="QUEUED,SETTLED",
+        help="the flatness backlog's rows: queued behind the busy queue, and settled "
+        "(default 99000,1000000; --at-scale 990000,10000000), e.g. to try --at-scale smaller",
     )
     parser.add_argument("--no-charts", action="store_true")
     parser.add_argument(

@@ -3,7 +3,8 @@
 The orchestrator (bench.py) never imports a system: Django can be configured once per
 process, and each system has its own settings. Every op prints one JSON object on stdout.
 Ops: setup, reset, enqueue_single, enqueue_bulk, prefill, latency, and for watchdog the
-backlog generator (flat_busy, flat_fill).
+backlog generator (flat_busy, flat_fill), the operator's reads (flat_reads, on
+bench.admin_settings) and the prune (flat_prune).
 """
 
 from __future__ import annotations
@@ -70,8 +71,14 @@ def latency(enqueue_one: Callable[[str, int], float]) -> dict[str, Any]:
 # -- Django systems ------------------------------------------------------------------------
 
 
+#: Ops run with Django's admin installed (bench.admin_settings); the others without it.
+ADMIN_OPS = ("flat_reads",)
+
+
 def django_system() -> dict[str, Any]:
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    os.environ["DJANGO_SETTINGS_MODULE"] = (
+        "bench.admin_settings" if OP in ADMIN_OPS else "bench.settings"
+    )
     os.environ["BENCH_SYSTEM"] = SYSTEM
     os.environ["BENCH_DB"] = DB
     import django
@@ -87,8 +94,10 @@ def django_system() -> dict[str, Any]:
         import django_watchdog as wd
 
         def enqueue(tag: str, i: int, queues: int = 0) -> None:
-            queue = f"q{i % queues}" if queues else f"q-{tag}"
-            wd.enqueue(tag, queue=queue, lane="bench", payload=tag)
+            # ARGS "queue": every job into that queue; "lane": a lane no worker serves
+            # keeps the jobs queued (the flatness workload's enqueues).
+            queue = ARGS.get("queue") or (f"q{i % queues}" if queues else f"q-{tag}")
+            wd.enqueue(tag, queue=queue, lane=ARGS.get("lane", "bench"), payload=tag)
 
         tables = ["watchdog_job", "watchdog_queue", "watchdog_worker"]
     else:
@@ -160,6 +169,14 @@ def django_system() -> dict[str, Any]:
         return latency(one)
     if OP == "feed":
         return feed_reads()
+    if OP == "flat_reads":
+        from bench import reads
+
+        return reads.reads(ARGS)
+    if OP == "flat_prune":
+        from bench import pruning
+
+        return pruning.prune(ARGS)
     if OP.startswith("flat_"):
         from bench import backlog
 

@@ -61,6 +61,12 @@ def test_the_bench_measures_every_mariadb_workload(tmp_path, bench_databases):
     for metric in ("enqueue_single", "enqueue_bulk", "drain_p2_c1", "latency_p95_ms"):
         assert metric in measured["watchdog"] & measured["tasks_db"], metric
     assert {"enqueue_single_existing", "flatness", "feed_paged"} <= measured["watchdog"]
+    assert {"flatness_default", "flat_enqueue_new_cost", "flat_status_ms_big"} <= measured[
+        "watchdog"
+    ]
+    assert {"flat_admin_jobs_ms_big", "prune_rows_per_s", "prune_drain_ratio"} <= measured[
+        "watchdog"
+    ]
     assert "drain_p2_c1" in measured["floor"]
     assert run["environment"]["mariadb"].startswith("10.")
     table = done.stdout

@@ -1,0 +1,113 @@
+"""The benchmark's flatness workload runs every step on PostgreSQL: ``bench.bench --smoke
+--only watchdog --workloads flatness --db postgres`` measures, on empty tables and then
+with the backlog, the drains of the bench's ``--batch`` workers and of the default worker,
+single enqueues, ``watchdog status`` and the admin's job and queue lists, and with the
+backlog a ``watchdog prune`` while default workers drain; every figure lands in the
+results JSON and the printed table. ``--at-scale`` runs these steps on the big tables.
+
+It runs the bench as ``bench/run`` does, in ``bench/.venv-peers``; the test skips when that
+venv is absent. Its database ``watchdog_bench<suffix>_flat`` (WATCHDOG_TEST_DB_SUFFIX) and
+a work directory of its own keep it apart from a bench running on the same machine.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS_PYTHON = ROOT / "bench" / ".venv-peers" / "bin" / "python"
+SUFFIX = os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "") + "_flat"
+
+pytestmark = [pytest.mark.postgres_only, pytest.mark.acceptance]
+
+#: Every figure of the flatness workload, on empty tables and with the backlog.
+FIGURES = {
+    "flat_empty",
+    "flat_big",
+    "flatness",
+    "flat_empty_default",
+    "flat_big_default",
+    "flatness_default",
+    "flat_enqueue_new_ms_empty",
+    "flat_enqueue_new_ms_big",
+    "flat_enqueue_new_cost",
+    "flat_enqueue_existing_ms_empty",
+    "flat_enqueue_existing_ms_big",
+    "flat_enqueue_existing_cost",
+    "flat_enqueue_behind_ms_big",
+    "flat_enqueue_behind_cost",
+    "flat_status_ms_empty",
+    "flat_status_ms_big",
+    "flat_admin_jobs_ms_empty",
+    "flat_admin_jobs_ms_big",
+    "flat_admin_queues_ms_empty",
+    "flat_admin_queues_ms_big",
+    "flat_build_rows_per_s",
+    "flat_build_s",
+    "flat_analyze_s",
+    "prune_deleted",
+    "prune_batch_size",
+    "prune_s",
+    "prune_rows_per_s",
+    "prune_first_batch_s",
+    "prune_batch_ms",
+    "prune_batch_ms_max",
+    "prune_last_batch_s",
+    "prune_drain_before",
+    "prune_drain_during",
+    "prune_drain_ratio",
+}
+
+
+@pytest.fixture
+def bench_database():
+    """Drop the smoke run's database afterwards (the bench drops and creates it first)."""
+    yield
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench import bench
+    finally:
+        sys.path.remove(str(ROOT))
+    import psycopg
+
+    with psycopg.connect(dbname="postgres", autocommit=True, **bench.PG) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS watchdog_bench{SUFFIX} WITH (FORCE)")
+
+
+@pytest.mark.timeout(600)
+def test_the_flatness_workload_measures_every_step(tmp_path, bench_database):
+    if not PEERS_PYTHON.exists():
+        pytest.skip("bench/.venv-peers is absent: bench/run builds it")
+    results = tmp_path / "results"
+    command = ["--smoke", "--only", "watchdog", "--workloads", "flatness", "--db", "postgres"]
+    done = subprocess.run(
+        [PEERS_PYTHON, "-m", "bench.bench", *command, "--results", results],
+        cwd=ROOT,
+        env={**os.environ, "BENCH_WORK_DIR": str(tmp_path / "work"), "BENCH_DB_SUFFIX": SUFFIX},
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((results / "latest.json").read_text())
+    assert run["failures"] == [], run["failures"]
+    watchdog = run["results"]["postgres"]["watchdog"]
+    assert FIGURES <= watchdog.keys(), sorted(FIGURES - watchdog.keys())
+    # The oldest tenth of the 1,000 settled rows, in batches of the command's default size.
+    assert watchdog["prune_deleted"]["median"] == 100
+    assert watchdog["prune_batch_size"]["median"] == 1000
+    table = done.stdout
+    for label in (
+        "| backlog flatness, default worker (big / empty) |",
+        "| enqueue cost, new queue (big / empty) |",
+        "| watchdog status, in-process, big backlog (ms) |",
+        "| admin job list, first page, big backlog (ms) |",
+        "| admin queue list, first page, big backlog (ms) |",
+        "| prune: rows deleted per second |",
+        "| drain during the prune / before it |",
+    ):
+        assert label in table, label
