@@ -10,16 +10,12 @@ venv is absent. Its database ``watchdog_bench<suffix>_flat`` (WATCHDOG_TEST_DB_S
 a work directory of its own keep it apart from a bench running on the same machine.
 """
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PEERS_PYTHON = ROOT / "bench" / ".venv-peers" / "bin" / "python"
+from tests.bench import smoke
+
 SUFFIX = os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "") + "_flat"
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.acceptance]
@@ -67,11 +63,7 @@ FIGURES = {
 def bench_database():
     """Drop the smoke run's database afterwards (the bench drops and creates it first)."""
     yield
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench import bench
-    finally:
-        sys.path.remove(str(ROOT))
+    bench = smoke.bench_module()
     import psycopg
 
     with psycopg.connect(dbname="postgres", autocommit=True, **bench.PG) as connection:
@@ -80,20 +72,8 @@ def bench_database():
 
 @pytest.mark.timeout(600)
 def test_the_flatness_workload_measures_every_step(tmp_path, bench_database):
-    if not PEERS_PYTHON.exists():
-        pytest.skip("bench/.venv-peers is absent: bench/run builds it")
-    results = tmp_path / "results"
-    command = ["--smoke", "--only", "watchdog", "--workloads", "flatness", "--db", "postgres"]
-    done = subprocess.run(
-        [PEERS_PYTHON, "-m", "bench.bench", *command, "--results", results],
-        cwd=ROOT,
-        env={**os.environ, "BENCH_WORK_DIR": str(tmp_path / "work"), "BENCH_DB_SUFFIX": SUFFIX},
-        capture_output=True,
-        text=True,
-        timeout=540,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    run = json.loads((results / "latest.json").read_text())
+    command = ["--only", "watchdog", "--workloads", "flatness", "--db", "postgres"]
+    done, run = smoke.run(tmp_path, SUFFIX, *command)
     assert run["failures"] == [], run["failures"]
     watchdog = run["results"]["postgres"]["watchdog"]
     assert FIGURES <= watchdog.keys(), sorted(FIGURES - watchdog.keys())

@@ -8,16 +8,12 @@ when it is absent. Databases ``bench_*<suffix>`` (WATCHDOG_TEST_DB_SUFFIX) and a
 directory of its own keep it apart from a bench running on the same machine.
 """
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PEERS_PYTHON = ROOT / "bench" / ".venv-peers" / "bin" / "python"
+from tests.bench import smoke
+
 SUFFIX = os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "") + "_smoke"
 
 pytestmark = [pytest.mark.mariadb_only, pytest.mark.acceptance]
@@ -27,11 +23,7 @@ pytestmark = [pytest.mark.mariadb_only, pytest.mark.acceptance]
 def bench_databases():
     """Drop the smoke run's databases afterwards (the bench drops and creates them first)."""
     yield
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench import bench
-    finally:
-        sys.path.remove(str(ROOT))
+    bench = smoke.bench_module()
     connection = bench.mariadb_admin()
     try:
         for name in bench.MARIADB_DATABASES.values():
@@ -42,19 +34,7 @@ def bench_databases():
 
 @pytest.mark.timeout(600)
 def test_the_bench_measures_every_mariadb_workload(tmp_path, bench_databases):
-    if not PEERS_PYTHON.exists():
-        pytest.skip("bench/.venv-peers is absent: bench/run builds it")
-    results = tmp_path / "results"
-    done = subprocess.run(
-        [PEERS_PYTHON, "-m", "bench.bench", "--smoke", "--db", "mariadb", "--results", results],
-        cwd=ROOT,
-        env={**os.environ, "BENCH_WORK_DIR": str(tmp_path / "work"), "BENCH_DB_SUFFIX": SUFFIX},
-        capture_output=True,
-        text=True,
-        timeout=540,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    run = json.loads((results / "latest.json").read_text())
+    done, run = smoke.run(tmp_path, SUFFIX, "--db", "mariadb")
     assert run["failures"] == [], run["failures"]
     measured = {system: set(metrics) for system, metrics in run["results"]["mariadb"].items()}
     assert measured.keys() == {"watchdog", "tasks_db", "floor"}

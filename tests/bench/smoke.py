@@ -1,0 +1,47 @@
+"""Running the benchmark from a test, as ``bench/run`` does: ``bench.bench --smoke`` in
+``bench/.venv-peers`` (django-tasks-db and psutil live there, not in the test venv), with a
+work directory and database names of its own so it runs beside a bench on the same machine.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS_PYTHON = ROOT / "bench" / ".venv-peers" / "bin" / "python"
+
+
+def bench_module() -> ModuleType:
+    """``bench.bench``, for its database names and connections."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench import bench
+    finally:
+        sys.path.remove(str(ROOT))
+    return bench
+
+
+def run(
+    tmp_path: Path, suffix: str, *arguments: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``bench.bench --smoke ARGUMENTS`` (databases named with ``suffix``): the finished
+    process and its results JSON. Skips when ``bench/.venv-peers`` is absent."""
+    if not PEERS_PYTHON.exists():
+        pytest.skip("bench/.venv-peers is absent: bench/run builds it")
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [PEERS_PYTHON, "-m", "bench.bench", "--smoke", *arguments, "--results", results],
+        cwd=ROOT,
+        env={**os.environ, "BENCH_WORK_DIR": str(tmp_path / "work"), "BENCH_DB_SUFFIX": suffix},
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, json.loads((results / "latest.json").read_text())
