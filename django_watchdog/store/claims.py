@@ -118,7 +118,7 @@ def claim_statement(
     EXPLAINs exactly this, so a refactor cannot silently make claims scan.
     """
     predicate, bound = _claim_terms(using, partition, token, worker_id, limit)
-    return dialect(using).claim_sql(predicate), bound
+    return dialect(using).claim_sql(predicate, limit), bound
 
 
 def _claim_terms(

@@ -175,18 +175,19 @@ class Dialect:
 
     # statements that take a partition's lane terms (``lanes``: SQL with named parameters)
 
-    def claim_sql(self, lanes: str) -> str:
-        """Take up to ``%(limit)s`` best claimable jobs (``%(now)s``) under ``%(token)s``
+    def claim_sql(self, lanes: str, limit: int) -> str:
+        """Take up to ``limit`` best claimable jobs (``%(now)s``) under ``%(token)s``
         for ``%(worker_id)s``, returning their rows (the claim statement). A dialect whose
         claim can pass over a claimable job (a locked queue, a row another claim changed
         first) returns, when it took none, one row whose ``id`` is NULL if its snapshot
-        showed one all the same: the caller tries again (``claims.CLAIM_ATTEMPTS``)."""
+        showed one all the same: the caller tries again (``claims.CLAIM_ATTEMPTS``).
+        ``limit`` is also bound as ``%(limit)s``, for a dialect that sends it as a value."""
         raise NotImplementedError
 
     def claim(self, lanes: str, params: Params) -> list[Row]:
         """Run the claim (``claim_sql``'s parameters): the rows it took, or the one row
         with a NULL ``id`` that says it passed a claimable job over (see ``claim_sql``)."""
-        return self.fetch(self.claim_sql(lanes), params)
+        return self.fetch(self.claim_sql(lanes, int(params["limit"])), params)
 
     def probe_sql(self, lanes: str) -> str:
         """The idle worker's probe where ``WAKE == "probe"``: one row whose values change

@@ -277,9 +277,10 @@ class MariadbDialect(Dialect):
 
     # claim and settle
 
-    def claim_sql(self, lanes: str) -> str:
+    def claim_sql(self, lanes: str, limit: int) -> str:
         """The claim's first statement, a plain read of the claim index (what the index
-        test EXPLAINs); ``claim`` runs it and the three that follow."""
+        test EXPLAINs; it binds ``%(limit)s``); ``claim`` runs it and the three that
+        follow."""
         return mariadb_claim.candidates(lanes)
 
     def claim(self, lanes: str, params: Params) -> list[Row]:

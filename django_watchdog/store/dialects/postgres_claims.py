@@ -68,7 +68,7 @@ UPDATE watchdog_worker SET heartbeat_at = {NOW} FROM bound WHERE worker_id = %(w
 
 
 @lru_cache(maxsize=64)
-def claim(lanes: str) -> str:
+def claim(lanes: str, limit: int) -> str:
     """Take the best ready jobs of the partition in one statement; each candidate's queue
     row is locked with SKIP LOCKED, so concurrent claimers spread over queues instead of
     waiting on each other.
@@ -82,7 +82,14 @@ def claim(lanes: str) -> str:
     that believes no job is queued would walk every queued or ready job to find it. Under
     ``READ COMMITTED`` a row updated meanwhile is followed to its newest version, whose
     ``ready`` and ``state`` are checked again.
+
+    ``limit`` is written into the statement, not bound: PostgreSQL plans a prepared
+    statement afresh on every run while the plan it would reuse costs more than the first
+    runs' plans, and a plan that cannot know the limit does. With fresh statistics of a
+    backlog, that was every claim (1.7 ms more per job of the default worker).
     """
+    if limit < 1:
+        raise ValueError(f"a claim takes at least one job, not {limit}")
     return f"""
 WITH candidate AS (
     SELECT {common.CANDIDATE_COLUMNS}, j.ctid AS address
@@ -90,7 +97,7 @@ WITH candidate AS (
       JOIN watchdog_queue q ON q.name = j.queue
      WHERE {common.claimable(is_set, lanes)}
      ORDER BY j.priority DESC, j.position ASC
-     LIMIT %(limit)s
+     LIMIT {int(limit)}
        FOR UPDATE OF q SKIP LOCKED
 ),
 picked AS ({common.picked("candidate", also=", address")}),
@@ -243,8 +250,8 @@ class PostgresClaims(Dialect):
 
     # the steps verbs take
 
-    def claim_sql(self, lanes: str) -> str:
-        return claim(lanes)
+    def claim_sql(self, lanes: str, limit: int) -> str:
+        return claim(lanes, limit)
 
     def settle_and_refresh(
         self, params: Params, queue: str, quiet_lanes: Sequence[str]

@@ -291,7 +291,8 @@ class SqliteDialect(Dialect):
 
     # the steps verbs take
 
-    def claim_sql(self, lanes: str) -> str:
+    def claim_sql(self, lanes: str, limit: int) -> str:
+        """The claim; it binds ``%(limit)s``."""
         return claim(lanes)
 
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
