@@ -95,15 +95,30 @@ class Dialect:
                 return read(cursor)
         with connection.wrap_database_errors, self.driver_cursor(connection, sql) as raw:
             connection.validate_no_broken_transaction()
-            if not connection.execute_wrappers:
-                self._execute_on_driver(raw, sql, params, False, {})
-                return read(raw)
-            executor: Callable[..., Any] = partial(self._execute_on_driver, raw)
-            for wrapper in reversed(connection.execute_wrappers):
-                executor = partial(wrapper, executor)
-            context = {"connection": connection, "cursor": CursorWrapper(raw, connection)}
-            executor(sql, params, False, context)
+            self.send(connection, raw, sql, params)
             return read(raw)
+
+    def send(self, connection: Any, raw: Any, sql: str, params: Params) -> None:
+        """Execute ``sql`` on the driver cursor ``raw``, through the connection's
+        ``execute_wrapper`` hooks."""
+        if not connection.execute_wrappers:
+            self._execute_on_driver(raw, sql, params, False, {})
+            return
+        executor: Callable[..., Any] = partial(self._execute_on_driver, raw)
+        for wrapper in reversed(connection.execute_wrappers):
+            executor = partial(wrapper, executor)
+        context = {"connection": connection, "cursor": CursorWrapper(raw, connection)}
+        executor(sql, params, False, context)
+
+    def fetch_together(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """Run ``statements`` in order, each once the one before has finished; the rows of
+        each (none for a statement that returns none). Where ``pipelined``, they go to the
+        server in one exchange."""
+        return [self.run(sql, params, _rows) for sql, params in statements]
+
+    def pipelined(self) -> bool:
+        """Whether ``fetch_together`` sends its statements in one exchange."""
+        return False
 
     def fast_path(self) -> bool:
         """Whether statements may run on a driver cursor (see the module docstring)."""
@@ -282,6 +297,14 @@ class Dialect:
         flags that changed after their rows were returned."""
         raise NotImplementedError
 
+    def enter_job_alone(self, new: NewJob, delayed: bool, now: datetime) -> list[Row] | None:
+        """Insert ``new`` and settle its queue's head in a transaction of the database's
+        own, for a caller in autocommit: (id, job_id, enqueued_at, ready) of the row
+        inserted, none if the id was taken (then nothing was written). ``None`` when this
+        dialect cannot here: nothing was written, and ``enter_jobs`` in a transaction is
+        the way."""
+        return None
+
     def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
         """Settle each (job_id, token, outcome, reason, result, traceback) fenced by its
         token, and ready each queue's next head: the settled rows."""
@@ -354,6 +377,10 @@ class Dialect:
 @lru_cache(maxsize=64)
 def _heads_of(is_unset: Callable[[str], str], count: int) -> str:
     return common.heads_of(is_unset, count)
+
+
+def _rows(cursor: Any) -> list[Row]:
+    return list(cursor.fetchall()) if cursor.description else []
 
 
 def in_clause(

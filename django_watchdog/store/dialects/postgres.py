@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from ...conf import prepared_statements
-from .base import Params
+from .base import Params, Row
 from .postgres_claims import PostgresClaims
 from .postgres_enqueue import PostgresEnqueue
 from .postgres_upkeep import PostgresUpkeep
@@ -111,6 +111,29 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         self, raw: Any, sql: str, params: Params, many: bool, context: Mapping[str, Any]
     ) -> Any:
         return raw.execute(sql, params, prepare=True)
+
+    def pipelined(self) -> bool:
+        """On driver cursors only (not while Django logs queries: its cursor would wait for
+        each statement's result)."""
+        return self.fast_path() and not self.connection.queries_logged
+
+    def fetch_together(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """psycopg's pipeline mode: every statement, then one Sync, in one exchange; the
+        server still starts each once the one before has finished (its snapshot follows
+        their locks). In autocommit, what comes before the Sync is one implicit
+        transaction: committed whole, or rolled back whole by an error."""
+        if not self.pipelined():
+            return super().fetch_together(statements)
+        connection = self.connection
+        with connection.wrap_database_errors, ExitStack() as stack:
+            sent = [
+                stack.enter_context(self.driver_cursor(connection, sql)) for sql, _ in statements
+            ]
+            connection.validate_no_broken_transaction()
+            with connection.connection.pipeline():
+                for raw, (sql, params) in zip(sent, statements, strict=True):
+                    self.send(connection, raw, sql, params)
+            return [list(raw.fetchall()) if raw.description else [] for raw in sent]
 
     def configure_session(self, values: Sequence[tuple[str, str]]) -> None:
         params: dict[str, str] = {}
