@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from ..conf import setting
@@ -107,8 +107,43 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
 
     A job with ``run_after`` in the future is *delayed*: it is not in its queue's order
     (and blocks nothing) until it is due; ``store.due`` then gives it its place.
+
+    A caller in autocommit, with no ``queue_changed`` receiver and no pruned ids to look
+    up, gets a transaction of the database's own where the dialect has one
+    (``Dialect.enter_job_alone``: on PostgreSQL, one exchange, no ``BEGIN`` or ``COMMIT``);
+    any other caller goes through ``enqueue_many``.
     """
+    now = timezone.now()
+    delayed = new.run_after is not None and new.run_after > now
+    if _on_its_own(using):
+        inserted = dialect(using).enter_job_alone(new, delayed, now)
+        if inserted:
+            written = _Written(using, [new], [delayed])
+            written.add(*inserted[0])
+            return EnqueueResult(status="queued", job=written.jobs[new.job_id])
+        if inserted is not None:
+            stored = Job.objects.using(using).filter(job_id=new.job_id).first()
+            if stored is not None:
+                return _repeat(new, stored)
     return enqueue_many(using, [new])[0]
+
+
+def _repeat(new: NewJob, stored: Job) -> EnqueueResult:
+    """``new`` found ``stored`` under its id: a duplicate, or ``JobConflict``."""
+    differing = new.differences(stored)
+    if differing:
+        raise JobConflict(new.job_id, differing)
+    return EnqueueResult(status="duplicate", job=stored)
+
+
+def _on_its_own(using: str) -> bool:
+    """Whether an enqueue may run as a transaction of the database's own: the caller has
+    none open, no ``queue_changed`` receiver must run inside it (a raising one rolls it
+    back), and no pruned id must be looked up first."""
+    connection = connections[using]
+    if connection.in_atomic_block or not connection.get_autocommit():
+        return False
+    return not heads.listening() and not pruned_ids.kept()
 
 
 @deadlocks.retried

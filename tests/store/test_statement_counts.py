@@ -11,6 +11,7 @@ are in docs/performance.md ("Where the time goes").
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -107,6 +108,32 @@ def test_one_enqueue_in_its_own_transaction(queue: str, budget: dict[str, int]) 
         assert wd.enqueue("new", queue=queue).status == "queued"
     assert len(sent) == expected, sent
     assert commits(sent) == 1
+
+
+@pytest.mark.parametrize("queue", ["fresh", "busy"], ids=["into a new queue", "into a busy one"])
+def test_one_enqueue_in_autocommit_is_one_exchange_on_postgresql(queue: str) -> None:
+    """Outside any transaction, the queue's lock and the insert go to the server together,
+    one implicit transaction (psycopg's pipeline): no ``BEGIN``, no ``COMMIT``. Counted on
+    the wire (libpq's trace): each Sync or simple query is one exchange."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's protocol trace")
+    import psycopg
+
+    wd.enqueue("earlier", queue="busy")
+    with tempfile.TemporaryFile() as trace:
+        pgconn = connection.connection.pgconn
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            result = wd.enqueue("new", queue=queue)
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        sent = [line.split("\t")[2] for line in trace.read().decode().splitlines()]
+    assert result.status == "queued"
+    assert result.job.ready == (queue == "fresh")
+    exchanges = [message for message in sent if message in ("Sync", "Query")]
+    assert exchanges == ["Sync"], sent
 
 
 def test_an_idle_workers_claim_is_one_statement() -> None:

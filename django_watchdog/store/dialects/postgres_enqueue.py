@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from django.db import DataError
+
 from ...conf import setting
+from . import common
 from .base import Dialect, Row
-from .postgres_claims import NOW
+from .postgres_claims import NOW, is_set, is_unset
 
 if TYPE_CHECKING:
     from ..enqueue import NewJob
@@ -90,9 +93,30 @@ SELECT held.name, held.created,
 """
 
 
+#: A job enqueued alone (``enter_job_alone``): first its queue, locked, or created.
+HOLD_QUEUE = """
+INSERT INTO watchdog_queue (name, created_at) VALUES (%(queue)s, %(created_at)s)
+ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+"""
+#: Marks the error ``REFUSE_REPEAT`` raises.
+REPEAT_REFUSED = "watchdog: job id taken: "
+#: Appended to ``insert_with_heads`` after ``HOLD_QUEUE``: a job not inserted (its id was
+#: taken) into a queue no job names, which ``HOLD_QUEUE`` may have just created, fails the
+#: statement, so the transaction writes nothing. (Into a queue with jobs, it existed: the
+#: transaction wrote nothing but a same-value update of the queue's row.) The cast fails at
+#: run time only, on a row of ``input`` (materialized: ``nextval`` is volatile).
+REFUSE_REPEAT = f"""
+UNION ALL
+SELECT CAST('{REPEAT_REFUSED}' || i.job_id AS bigint), NULL, NULL, NULL, NULL
+  FROM input i JOIN watchdog_queue q ON q.name = i.queue
+ WHERE NOT EXISTS (SELECT FROM inserted) AND {common.names_no_job(is_set, is_unset)}
+"""
+
+
 def insert_with_heads(jobs: str) -> str:
     """Second statement, for the jobs of queues that existed (locked by the first, so this
-    statement's snapshot is current): insert them and settle each queue's head.
+    statement's snapshot is current), or after ``HOLD_QUEUE`` for a job enqueued alone,
+    into a queue held or just created: insert them and settle each queue's head.
 
     A queue's best new job becomes its head when nothing runs or waits to retry there and
     no queued job ranks at least as high (older jobs win ties); the head it displaces loses
@@ -127,8 +151,8 @@ promoted AS (
 ),
 inserted AS ({insert_jobs("p.id IS NOT NULL", "input i LEFT JOIN promoted p ON p.id = i.id")}),
 demoted AS (
-    UPDATE watchdog_job j SET ready = FALSE FROM promoted p
-     WHERE j.queue = p.queue AND j.ready AND j.cancellation_id IS NULL
+    UPDATE watchdog_job j SET ready = FALSE FROM inserted i
+     WHERE i.ready AND j.queue = i.queue AND j.ready AND j.cancellation_id IS NULL
     RETURNING 1
 )
 SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
@@ -141,6 +165,7 @@ ENTER_NEW_QUEUE = enter_new_queues(QUEUE_FROM_VALUES, JOB_FROM_VALUES)
 ENTER_NEW_QUEUES = enter_new_queues(QUEUES_FROM_ARRAY, JOBS_FROM_ARRAYS)
 INSERT_WITH_HEAD = insert_with_heads(JOB_FROM_VALUES)
 INSERT_WITH_HEADS = insert_with_heads(JOBS_FROM_ARRAYS)
+INSERT_WITH_HEAD_OR_REFUSE = insert_with_heads(JOB_FROM_VALUES) + REFUSE_REPEAT
 
 
 class PostgresEnqueue(Dialect):
@@ -182,6 +207,38 @@ class PostgresEnqueue(Dialect):
         elif rest:
             inserted.extend(self.fetch(INSERT_WITH_HEADS, {**_by_column(rest), "channel": channel}))
         return [tuple(row[:4]) for row in inserted], created, {}
+
+    def enter_job_alone(self, new: NewJob, delayed: bool, now: Any) -> list[Row] | None:
+        """Hold the job's queue (lock it, or create it), then insert the job and settle the
+        head in a statement whose snapshot follows the lock (``insert_with_heads``; into a
+        queue just created nothing else is there, so the job is its head): both sent
+        together (``fetch_together``), one exchange and one implicit transaction.
+
+        A taken id inserts nothing and changes no head; into a queue no job names (created
+        here, perhaps) it fails the insert (``REFUSE_REPEAT``) and returns ``None``: the
+        implicit transaction wrote nothing. Inside a transaction the pipeline would cost
+        more than the exchange it saves (psycopg's ``BEGIN`` is an exchange of its own)."""
+        if not self.pipelined():
+            return None
+        params = {
+            **self.job_values(new, delayed),
+            "created_at": self.param_datetime(now),
+            "channel": setting("NOTIFY_CHANNEL"),
+        }
+        try:
+            _, inserted = self.fetch_together(
+                [(HOLD_QUEUE, params), (INSERT_WITH_HEAD_OR_REFUSE, params)]
+            )
+        except DataError as error:
+            if not _refused(error):
+                raise
+            return None
+        return [tuple(row[:4]) for row in inserted]
+
+
+def _refused(error: DataError) -> bool:
+    """Whether ``error`` is ``REFUSE_REPEAT``'s."""
+    return REPEAT_REFUSED in str(error)
 
 
 def _by_column(per_job: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
