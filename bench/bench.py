@@ -481,6 +481,8 @@ class Bench:
 
     def enqueue(self, system: str, db: str) -> None:
         single, existing, bulk = [], [], []
+        alone: list[float] = []
+        alone_existing: list[float] = []
         stamp = self.work / "stamps-enqueue.txt"
         for rep in range(self.repeat):
             drive(system, db, "reset", stamp)
@@ -495,6 +497,24 @@ class Bench:
                     "seconds"
                 ]
                 existing.append(n / seconds)
+            if system in ("watchdog", "tasks_db"):
+                # The same calls in autocommit: each commits a transaction of its own.
+                seconds = drive(
+                    system, db, "enqueue_single", stamp, n=n, tag=f"a:{rep}", autocommit=True
+                )["seconds"]
+                alone.append(n / seconds)
+            if system == "watchdog":
+                seconds = drive(
+                    system,
+                    db,
+                    "enqueue_single",
+                    stamp,
+                    n=n,
+                    tag=f"ax:{rep}",
+                    queues=1,
+                    autocommit=True,
+                )["seconds"]
+                alone_existing.append(n / seconds)
             if system != "celery":
                 n = self.sizes.enqueue_bulk
                 bulk.append(
@@ -503,6 +523,8 @@ class Bench:
         drive(system, db, "reset", stamp)
         self.record(db, system, "enqueue_single", single)
         self.record(db, system, "enqueue_single_existing", existing or None)
+        self.record(db, system, "enqueue_autocommit", alone or None)
+        self.record(db, system, "enqueue_autocommit_existing", alone_existing or None)
         self.record(db, system, "enqueue_bulk", bulk or None)
 
     # drain
@@ -657,6 +679,11 @@ def quantile(values: list[float], q: float) -> float:
 ROWS = [
     ("enqueue_single", "enqueue, 1 job/transaction (jobs/s)"),
     ("enqueue_single_existing", "enqueue, 1 job/transaction, into one existing queue (jobs/s)"),
+    ("enqueue_autocommit", "enqueue, 1 job in autocommit, its own transaction (jobs/s)"),
+    (
+        "enqueue_autocommit_existing",
+        "enqueue, 1 job in autocommit, into one existing queue (jobs/s)",
+    ),
     ("enqueue_bulk", "enqueue, N jobs in 1 transaction (jobs/s)"),
     ("drain_p1_c1", "drain, 1 process (jobs/s)"),
     ("drain_p2_c1", "drain, 2 processes (jobs/s)"),
