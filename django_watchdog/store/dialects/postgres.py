@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from ...conf import prepared_statements
+from ...conf import prepared_statements, transaction_pooled
 from .base import Params, Row
 from .postgres_claims import PostgresClaims
 from .postgres_enqueue import PostgresEnqueue
@@ -114,8 +114,10 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
 
     def pipelined(self) -> bool:
         """On driver cursors only (not while Django logs queries: its cursor would wait for
-        each statement's result)."""
-        return self.fast_path() and not self.connection.queries_logged
+        each statement's result), and not behind a transaction pooler."""
+        if transaction_pooled() or not self.fast_path():
+            return False
+        return not self.connection.queries_logged
 
     def fetch_together(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
         """psycopg's pipeline mode: every statement, then one Sync, in one exchange; the
