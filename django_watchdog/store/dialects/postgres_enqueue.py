@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import DataError
 
 from ...conf import setting
-from . import common
 from .base import Dialect, Row
-from .postgres_claims import NOW, is_set, is_unset
+from .postgres_claims import NOW
 
 if TYPE_CHECKING:
     from ..enqueue import NewJob
@@ -101,15 +100,15 @@ ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 #: Marks the error ``REFUSE_REPEAT`` raises.
 REPEAT_REFUSED = "watchdog: job id taken: "
 #: Appended to ``insert_with_heads`` after ``HOLD_QUEUE``: a job not inserted (its id was
-#: taken) into a queue no job names, which ``HOLD_QUEUE`` may have just created, fails the
-#: statement, so the transaction writes nothing. (Into a queue with jobs, it existed: the
-#: transaction wrote nothing but a same-value update of the queue's row.) The cast fails at
-#: run time only, on a row of ``input`` (materialized: ``nextval`` is volatile).
+#: taken) into the queue ``HOLD_QUEUE`` created (its row's ``xmax`` is 0; a row it locked
+#: carries this transaction's id there) fails the statement, so the transaction writes
+#: nothing. (Into a queue that existed, it wrote nothing but a same-value update of the
+#: queue's row.) The cast fails at run time only, on a row read from the queue table.
 REFUSE_REPEAT = f"""
 UNION ALL
-SELECT CAST('{REPEAT_REFUSED}' || i.job_id AS bigint), NULL, NULL, NULL, NULL
+SELECT CAST('{REPEAT_REFUSED}' || q.name AS bigint), NULL, NULL, NULL, NULL
   FROM input i JOIN watchdog_queue q ON q.name = i.queue
- WHERE NOT EXISTS (SELECT FROM inserted) AND {common.names_no_job(is_set, is_unset)}
+ WHERE q.xmax = 0 AND NOT EXISTS (SELECT FROM inserted)
 """
 
 
@@ -214,9 +213,9 @@ class PostgresEnqueue(Dialect):
         queue just created nothing else is there, so the job is its head): both sent
         together (``fetch_together``), one exchange and one implicit transaction.
 
-        A taken id inserts nothing and changes no head; into a queue no job names (created
-        here, perhaps) it fails the insert (``REFUSE_REPEAT``) and returns ``None``: the
-        implicit transaction wrote nothing. Inside a transaction the pipeline would cost
+        A taken id inserts nothing and changes no head; into a queue created here it fails
+        the insert (``REFUSE_REPEAT``) and returns ``None``: the implicit transaction wrote
+        nothing. Inside a transaction the pipeline would cost
         more than the exchange it saves (psycopg's ``BEGIN`` is an exchange of its own)."""
         if not self.pipelined():
             return None
