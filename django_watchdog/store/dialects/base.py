@@ -113,7 +113,8 @@ class Dialect:
     def fetch_together(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
         """Run ``statements`` in order, each once the one before has finished; the rows of
         each (none for a statement that returns none). Where ``pipelined``, they go to the
-        server in one exchange."""
+        server in one exchange. Each statement text once: a connection keeps one cursor per
+        text (``driver_cursor``)."""
         return [self.run(sql, params, _rows) for sql, params in statements]
 
     def pipelined(self) -> bool:
