@@ -245,6 +245,13 @@ class Job(MariadbAnswered, models.Model):
             models.Index(
                 fields=["claimed_by"], condition=Q(state=RUNNING), name="watchdog_job_running"
             ),
+            # Retention: the settled jobs older than an age, oldest first, walked in bounded
+            # batches without reading the newer ones (one entry per settle).
+            models.Index(
+                fields=["settled_at", "id"],
+                condition=Q(state=SETTLED),
+                name="watchdog_job_settled_at",
+            ),
             # latest_settled(): the settled job of a queue latest in its order.
             models.Index(
                 fields=["queue", "-position"],

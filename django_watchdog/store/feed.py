@@ -23,8 +23,9 @@ from .dialects import dialect, in_clause
 POSITION_BATCH = 10_000
 
 
-def position_new_rows(using: str) -> int:
-    """Give every visible, unpositioned job the next feed positions; return how many.
+def position_new_rows(using: str, *, limit: int = POSITION_BATCH) -> int:
+    """Give up to ``limit`` visible, unpositioned jobs the next feed positions (the oldest
+    first); return how many.
 
     With none visible the clock is left alone: a reader that positions nothing writes
     nothing, so its transaction commits without a log flush and never queues for the lock.
@@ -32,10 +33,10 @@ def position_new_rows(using: str) -> int:
     d = dialect(using)
     if not d.fetch(d.ANY_UNPOSITIONED):
         return 0
-    return _position(using)
+    return _position(using, limit)
 
 
-def _position(using: str) -> int:
+def _position(using: str, limit: int = POSITION_BATCH) -> int:
     """``position_new_rows`` once the probe found work: lock the clock and number the rows."""
     d = dialect(using)
     clock = d.feed_clock()
@@ -43,7 +44,7 @@ def _position(using: str) -> int:
         d.execute(d.CREATE_CLOCK)
         clock = d.feed_clock()
     base = int(clock[0][0])
-    positioned = d.position_rows(base, POSITION_BATCH)
+    positioned = d.position_rows(base, limit)
     if positioned:
         d.execute(d.ADVANCE_CLOCK, {"positioned": positioned})
     return positioned

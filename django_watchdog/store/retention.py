@@ -4,6 +4,12 @@ A settled job is deleted only once the settled feed has released it: it has a fe
 and that position is below the first pending job's (the *horizon*, which no feed reader of
 any lane partition passes). Jobs the feed still holds back wait for a later prune.
 
+Each batch is bounded in work, however many jobs the table holds: it reads the next
+``batch_size`` settled jobs older than the age, oldest first, from where the previous batch
+stopped (the ``watchdog_job_settled_at`` index), deletes those the feed released, and
+positions at most ``batch_size`` new jobs in the feed. The walk ends at the age: the newer
+settled jobs are never read, and nothing is counted up front.
+
 A pruned job's id is free again (the idempotency window is the retention period) unless
 ``ID_RETENTION`` is set: then the delete records the ids it frees (``store.pruned_ids``),
 and each pass forgets those whose ``ID_RETENTION`` has passed.
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.db import transaction
 from django.db.models import Min
@@ -25,6 +32,10 @@ from .dialects import dialect
 PRUNE_BATCH = 1_000
 
 
+#: Where a prune's walk stands: the ``(settled_at, id)`` of the last job a batch read.
+Place = tuple[datetime, int]
+
+
 def prune_batches(
     using: str,
     *,
@@ -33,10 +44,11 @@ def prune_batches(
     batch_size: int = PRUNE_BATCH,
     max_batches: int | None = None,
 ) -> Iterator[int]:
-    """Delete jobs settled before ``now - older_than``; yield each batch's count.
+    """Delete jobs settled before ``now - older_than``; yield each batch's count (batches
+    that found only jobs the feed holds back delete none and yield nothing).
 
-    Each batch is one transaction of at most ``batch_size`` rows; it stops when a batch
-    finds nothing more to delete, or after ``max_batches``.
+    Each batch is one transaction that reads at most ``batch_size`` jobs; it stops when the
+    walk reaches the age, or after ``max_batches``.
     """
     cutoff = now - older_than
     forgotten = 0
@@ -45,13 +57,15 @@ def prune_batches(
         if pruned_ids.forget(using, now=now, batch_size=batch_size) < batch_size:
             break
     done = 0
+    place: Place | None = None
     while max_batches is None or done < max_batches:
-        deleted = prune_batch(using, cutoff=cutoff, batch_size=batch_size, now=now)
+        deleted, place = prune_batch(
+            using, cutoff=cutoff, batch_size=batch_size, now=now, after=place
+        )
         done += 1
-        if not deleted:
-            return
-        yield deleted
-        if deleted < batch_size:
+        if deleted:
+            yield deleted
+        if place is None:
             return
 
 
@@ -71,26 +85,46 @@ def prune(
 
 
 @deadlocks.retried
-def prune_batch(using: str, *, cutoff: datetime, batch_size: int, now: datetime) -> int:
-    """Delete up to ``batch_size`` released jobs settled before ``cutoff``, oldest feed first
-    (recording their ids if ``ID_RETENTION`` is set, ``now`` being when)."""
+def prune_batch(
+    using: str, *, cutoff: datetime, batch_size: int, now: datetime, after: Place | None = None
+) -> tuple[int, Place | None]:
+    """Read the next ``batch_size`` jobs settled before ``cutoff`` (oldest first, after
+    ``after``) and delete those the feed released (recording their ids if ``ID_RETENTION``
+    is set, ``now`` being when); how many, and where the next batch starts (``None``: the
+    walk reached ``cutoff``)."""
 
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
         dialect(using).bound_lock_waits()
-        # Position what is visible first, so the horizon covers every committed pending job.
-        feed.position_new_rows(using)
+        # Position (a batch's worth of) what is visible first: old settled jobs need a
+        # position to be released, and while this transaction holds the feed clock no
+        # other one commits positions between the horizon's read and the walk's.
+        feed.position_new_rows(using, limit=batch_size)
         horizon = jobs.filter(state__in=PENDING_STATES, feed_position__isnull=False).aggregate(
             first=Min("feed_position")
         )["first"]
-        released = jobs.filter(
-            state=State.SETTLED, feed_position__isnull=False, settled_at__lt=cutoff
+        older = jobs.filter(state=State.SETTLED, settled_at__lt=cutoff)
+        if after is not None:
+            # The index range starts at the last one read; its ties up to it are skipped.
+            older = older.filter(settled_at__gte=after[0]).exclude(
+                settled_at=after[0], pk__lte=after[1]
+            )
+        read = list(
+            older.order_by("settled_at", "pk").values_list("settled_at", "pk", "feed_position")[
+                :batch_size
+            ]
         )
-        if horizon is not None:
-            released = released.filter(feed_position__lt=horizon)
-        ids = list(released.order_by("feed_position").values_list("pk", flat=True)[:batch_size])
-        if not ids:
-            return 0
-        pruned_ids.remember(using, ids, now=now)
-        deleted, _ = jobs.filter(pk__in=ids, state=State.SETTLED).delete()
-    return deleted
+        ids = [
+            pk
+            for _, pk, position in read
+            if position is not None and (horizon is None or position < horizon)
+        ]
+        deleted = 0
+        if ids:
+            pruned_ids.remember(using, ids, now=now)
+            deleted, _ = jobs.filter(pk__in=ids, state=State.SETTLED).delete()
+    if len(read) < batch_size:
+        return deleted, None
+    last_settled_at, last_id, _ = read[-1]
+    # Never NULL: the walk reads only jobs settled before the cutoff.
+    return deleted, (cast(datetime, last_settled_at), last_id)

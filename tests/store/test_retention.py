@@ -1,22 +1,27 @@
 """Retention: prune old settled jobs in batches, never ahead of the settled feed's horizon."""
 
+import os
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.engine.housekeeping import Housekeeping, retention
-from django_watchdog.models import Job, PrunedJob
+from django_watchdog.models import FeedClock, Job, PrunedJob, Queue
 from django_watchdog.store.store import Partition, Store
 from django_watchdog.store.worker_store import WorkerStore
+from tests.rows_read import job_rows_read
 
 from .helpers import watchdog_settings
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DAY = timedelta(days=1)
+SECOND = timedelta(seconds=1)
 
 
 def run(job_id, queue=None, *, days_ago=0.0, decision=None):
@@ -172,3 +177,69 @@ def test_turning_id_retention_off_forgets_the_kept_ids():
     assert PrunedJob.objects.count() == 1
     Store("default").prune(older_than=7 * DAY, now=timezone.now())
     assert not PrunedJob.objects.exists()
+
+
+# Bounded batches: a prune reads only the jobs older than its age, a batch at a time, and
+# positions at most a batch of new jobs in the feed per batch.
+
+
+def _settled_history(old: int, newer: int) -> None:
+    """``old`` jobs settled 10 days ago and ``newer`` settled an hour ago, all positioned in
+    the feed (the old ones first) and released (nothing pending)."""
+    now = timezone.now()
+    Queue.objects.bulk_create([Queue(name="history")])
+    Job.objects.bulk_create(
+        [
+            Job(
+                job_id=f"hist-{n:05d}",
+                queue="history",
+                state="settled",
+                outcome="completed",
+                position=n + 1,
+                feed_position=n + 1,
+                enqueued_at=now - (10 * DAY if n < old else timedelta(hours=2)),
+                started_at=now - (10 * DAY if n < old else timedelta(hours=2)),
+                settled_at=now - (10 * DAY if n < old else timedelta(hours=1)) + n * SECOND,
+            )
+            for n in range(old + newer)
+        ],
+        batch_size=1_000,
+    )
+    FeedClock.objects.update_or_create(id=1, defaults={"last_position": old + newer})
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE watchdog_job")
+
+
+@pytest.mark.skipif(
+    os.environ.get("WATCHDOG_TEST_DB", "sqlite") != "postgres",
+    reason="rows read are counted by PostgreSQL's EXPLAIN ANALYZE",
+)
+def test_a_prune_batch_reads_no_job_newer_than_the_age():
+    _settled_history(old=25, newer=3_000)
+    with CaptureQueriesContext(connection) as queries:
+        batches = list(
+            Store("default").prune_batches(older_than=DAY, now=timezone.now(), batch_size=10)
+        )
+    assert batches == [10, 10, 5]
+    read = job_rows_read(queries.captured_queries)
+    assert read and max(read.values()) <= 10, read  # a batch: at most its 10 jobs
+
+
+def test_a_prune_batch_positions_at_most_a_batch_of_new_jobs():
+    for n in range(30):
+        wd.enqueue(f"new-{n}", queue=f"q-{n}")  # unpositioned in the feed
+    Store("default").prune(older_than=DAY, now=timezone.now(), batch_size=10, max_batches=1)
+    assert Job.objects.filter(feed_position__isnull=False).count() == 10
+
+
+def test_a_prune_walks_past_jobs_the_feed_holds_back():
+    for n in range(3):
+        run(f"early-{n}", days_ago=20)  # positioned before the blocker: released
+    wd.enqueue("blocker", queue="slow", lane="slow")
+    wd.settled_jobs()  # positions the blocker
+    for n in range(5):
+        run(f"late-{n}", days_ago=30)  # older, but positioned behind the blocker: held
+    wd.settled_jobs()
+    assert Store("default").prune(older_than=DAY, now=timezone.now(), batch_size=2) == 3
+    assert remaining() == ["blocker", *(f"late-{n}" for n in range(5))]

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from ... import api
@@ -24,10 +25,13 @@ from ...engine import liveness
 from ...engine.housekeeping import retention
 from ...ops import status as status_view
 from ...ops.tables import ago, parse_age
+from ...store import estimates
 from ...store.store import PRUNE_BATCH, Store
 
 #: The units ``--older-than`` accepts, as its help and its refusal name them.
 AGE_UNITS = "s (seconds), m (minutes), h (hours), d (days), w (weeks), or ISO 8601 such as P7D"
+#: ``prune`` counts the jobs it is about to delete exactly up to this many, then estimates.
+PRUNE_COUNT_LIMIT = 10_000
 _BARE_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
 
 
@@ -262,8 +266,10 @@ class Command(BaseCommand):
             )
         now = timezone.now()
         older = f"settled more than {ago(age.total_seconds())} ago"
-        count = Job.objects.using(using).filter(state="settled", settled_at__lt=now - age).count()
-        if not count:
+        count = _how_many(
+            Job.objects.using(using).filter(state="settled", settled_at__lt=now - age)
+        )
+        if count == "0":
             self.stdout.write(f"no jobs {older}: nothing changed")
             return
         if not self._confirm(options, f"Delete {count} settled jobs {older}?"):
@@ -313,6 +319,18 @@ def requester() -> str:
     except (KeyError, OSError):  # no login name and no passwd entry (a bare container)
         user = f"uid {os.getuid()}"
     return f"cli:{user}"[: reruns.REQUESTER_MAX]
+
+
+def _how_many(jobs: QuerySet[Any]) -> str:
+    """``jobs`` counted up to ``PRUNE_COUNT_LIMIT``; past it the planner's estimate
+    ("about N") or, without one, "more than N": the count reads at most that many rows."""
+    counted = estimates.bounded_count(jobs, PRUNE_COUNT_LIMIT)
+    if counted <= PRUNE_COUNT_LIMIT:
+        return str(counted)
+    estimate = estimates.planner_estimate(jobs)
+    if estimate is None:
+        return f"more than {PRUNE_COUNT_LIMIT}"
+    return f"about {max(estimate, counted)}"
 
 
 def _is_tty(stream: TextIO) -> bool:
