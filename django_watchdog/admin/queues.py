@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
 from django.contrib.admin.views.main import ChangeList
-from django.db import router
-from django.db.models import Count, Min, QuerySet
+from django.db import connections, router
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from .. import api
-from ..domain.states import PENDING_STATES, State
+from ..domain.states import State
 from ..models import Job, Queue
 from ..store.store import Store
 from . import confirmation, display
@@ -34,7 +34,7 @@ class WorkFilter(admin.SimpleListFilter):
     Queue rows outlive their jobs (enqueue relies on them: see ``Queue``; retention
     forgets only idle task queues), so a queue per report accumulates; the list leaves
     the idle ones out of the way instead.
-    The pending queues come from the pending jobs' indexes, never from a scan of all jobs.
+    Each queue row is probed for pending jobs in their indexes (``has_pending_jobs``).
     """
 
     title = gettext_lazy("work")
@@ -57,12 +57,42 @@ class WorkFilter(admin.SimpleListFilter):
             }
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Queue]) -> QuerySet[Queue]:
-        busy = Job.objects.filter(state__in=PENDING_STATES).order_by().values("queue")
         if self.value() == "all":
             return queryset
         if self.value() == "idle":
-            return queryset.exclude(name__in=busy)
-        return queryset.filter(name__in=busy)
+            return queryset.exclude(has_pending_jobs())
+        return queryset.filter(has_pending_jobs())
+
+
+def has_pending_jobs() -> Q:
+    """The queue has a running job (the one-running-per-queue index), a waiting one (the
+    queue-order index) or a delayed one: probes per queue row, never a read of every
+    pending job (a queue of a million queued jobs costs what a queue of one does)."""
+    queued = Job.objects.filter(queue=OuterRef("name"), state=State.QUEUED)
+    return (
+        Q(Exists(Job.objects.filter(queue=OuterRef("name"), state=State.RUNNING)))
+        | Q(Exists(queued.filter(delayed=False)))
+        | Q(Exists(queued.filter(delayed=True)))
+    )
+
+
+def _rows_of(arms: list[QuerySet[Job, tuple[Any, ...]]], db: str) -> Iterator[tuple[Any, ...]]:
+    """The rows of every (sliced) arm: one UNION ALL statement where the database takes a
+    LIMIT in its arms (with the id selected, the union can take the model's ordering), one
+    statement per arm elsewhere (SQLite, in-process)."""
+    if connections[db].features.supports_slicing_ordering_in_compound:
+        yield from arms[0].union(*arms[1:], all=True)
+        return
+    for arm in arms:
+        yield from arm
+
+
+#: The queue list counts each shown queue's jobs of a state exactly up to this many.
+PAGE_COUNT_CAP = 100
+
+
+def _capped(count: int) -> int | str:
+    return f"{PAGE_COUNT_CAP}+" if count > PAGE_COUNT_CAP else count
 
 
 @admin.register(Queue)
@@ -103,27 +133,43 @@ class QueueAdmin(ReadOnlyAdmin):
         return queryset.filter(name__startswith=term), False
 
     def annotate_page(self, rows: Sequence[Any]) -> None:
-        """Heads and per-state counts for the shown queues: one indexed query per state, and
-        one for every head shown."""
+        """Heads and per-state counts for the shown queues, each count exact up to
+        ``PAGE_COUNT_CAP`` ("100+" past it): one statement per state reading at most that
+        many jobs of each queue shown, and one for every head shown."""
         if not rows:
             return
         names = [row.name for row in rows]
         db = rows[0]._state.db or router.db_for_read(Job)
-        jobs = Job.objects.using(db)
+        jobs = Job.objects.using(db).order_by()
         shown_heads = Store(db).queue_heads(names)
         counts: dict[tuple[str, str], int] = {}
         oldest: dict[str, Any] = {}
-        for state in State:
-            grouped = (
-                jobs.filter(queue__in=names, state=state)
-                .order_by()
-                .values("queue")
-                .annotate(n=Count("id"), oldest=Min("enqueued_at"))
-            )
-            for group in grouped:
-                counts[(group["queue"], state)] = group["n"]
-                if state == State.QUEUED:
-                    oldest[group["queue"]] = group["oldest"]
+        # Per state, its parts: filters, and the order of the index that serves them (the
+        # order steers the planner to it: with no order, a LIMIT over a queue with none
+        # of these jobs may scan the table, the planner expecting to meet some soon).
+        # Queued jobs: the next to run in queue order (the head index), then the delayed
+        # ones (the due index); past the cap, the oldest queued is the oldest of the next
+        # ones to run. Settled jobs: the queue's latest (the queue_latest index).
+        parts: dict[State, list[tuple[dict[str, bool], tuple[str, ...]]]] = {
+            State.QUEUED: [
+                ({"delayed": False}, ("-priority", "position")),
+                ({"delayed": True}, ("run_after",)),
+            ],
+            State.RUNNING: [({}, ())],
+            State.SETTLED: [({}, ("-position",))],
+        }
+        for state, filters in parts.items():
+            arms = [
+                jobs.filter(queue=name, state=state, **more)
+                .order_by(*order)
+                .values_list("id", "queue", "enqueued_at")[: PAGE_COUNT_CAP + 1]
+                for name in names
+                for more, order in filters
+            ]
+            for _id, queue, enqueued_at in _rows_of(arms, db):
+                counts[(queue, state)] = counts.get((queue, state), 0) + 1
+                if state == State.QUEUED and (queue not in oldest or enqueued_at < oldest[queue]):
+                    oldest[queue] = enqueued_at
         now = timezone.now()
         for row in rows:
             setattr(
@@ -154,16 +200,16 @@ class QueueAdmin(ReadOnlyAdmin):
         return format_html('<a href="{}">{}</a>', url, head.job_id)
 
     @admin.display(description=gettext_lazy("queued"))
-    def queued_count(self, queue: Queue) -> int:
-        return int(page_info(queue, self)["counts"][State.QUEUED])
+    def queued_count(self, queue: Queue) -> int | str:
+        return _capped(page_info(queue, self)["counts"][State.QUEUED])
 
     @admin.display(description=gettext_lazy("running"))
-    def running_count(self, queue: Queue) -> int:
-        return int(page_info(queue, self)["counts"][State.RUNNING])
+    def running_count(self, queue: Queue) -> int | str:
+        return _capped(page_info(queue, self)["counts"][State.RUNNING])
 
     @admin.display(description=gettext_lazy("settled"))
-    def settled_count(self, queue: Queue) -> int:
-        return int(page_info(queue, self)["counts"][State.SETTLED])
+    def settled_count(self, queue: Queue) -> int | str:
+        return _capped(page_info(queue, self)["counts"][State.SETTLED])
 
     @admin.display(description=gettext_lazy("oldest queued"))
     def oldest_queued_age(self, queue: Queue) -> str:

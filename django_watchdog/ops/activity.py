@@ -170,6 +170,17 @@ def backlog_by_lane(
         .values_list("lane", "state", "n")
     ):
         backlog[lane][state] = n
+    ready, oldest_age_s = ready_by_lane(jobs)
+    for lane, n in ready.items():
+        backlog[lane]["ready"] = n
+    return backlog, oldest_age_s
+
+
+def ready_by_lane(jobs: QuerySet[Job]) -> tuple[dict[str, int], dict[str, float]]:
+    """Per lane, its ready jobs (at most one per queue, plus queued jobs with a recorded
+    cancellation: the ``ready`` partial index) and how long the oldest has waited, in
+    seconds on the database's clock."""
+    ready: dict[str, int] = {}
     oldest_age_s: dict[str, float] = {}
     for lane, n, waited_s in (
         jobs.filter(state=State.QUEUED, ready=True)
@@ -177,9 +188,9 @@ def backlog_by_lane(
         .annotate(n=Count("pk"), waited_s=SecondsSince(Min("enqueued_at")))
         .values_list("lane", "n", "waited_s")
     ):
-        backlog[lane]["ready"] = n
+        ready[lane] = n
         oldest_age_s[lane] = max(0.0, waited_s)
-    return backlog, oldest_age_s
+    return ready, oldest_age_s
 
 
 def live_workers(using: str) -> list[WorkerRow]:

@@ -76,7 +76,7 @@ def test_status_json_counts_lanes_queues_and_workers():
     assert lanes["mail"]["workers"] == []
     assert data["oldest_ready_age_s"] is not None
     queues = {q["queue"]: q for q in data["queues"]}
-    assert queues["qa"] == {"queue": "qa", "queued": 1, "running": 1}
+    assert queues["qa"] == {"queue": "qa", "queued": 1, "running": 1, "queued_exact": True}
     assert data["queues_with_work"] == 3
     workers = {w["worker_id"]: w for w in data["workers"]}
     assert workers["w-live"]["alive"] and not workers["w-gone"]["alive"]

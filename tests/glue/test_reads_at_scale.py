@@ -1,0 +1,137 @@
+"""What an operator reads stays flat as the job table grows: ``watchdog status`` and the
+admin's job and queue lists read a bounded number of job rows, whatever the backlog.
+
+The table: ``BACKLOG`` queued jobs behind one running job (one blocked queue), a settled
+history over many queues, and a few lanes. Every statement each read runs is explained
+again with ``EXPLAIN ANALYZE`` (tests/rows_read.py) and must read at most ``BOUND`` job
+rows: a count or a GROUP BY over the queued jobs would read all of them. PostgreSQL only
+(the planner counts the rows); on every database the reads must still answer.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from django_watchdog.admin import pagination
+from django_watchdog.models import Job, Queue
+from django_watchdog.ops import status
+from tests.rows_read import job_rows_read
+
+# Committed rows, vacuumed and analyzed, as the bench builds its backlog (and as
+# autovacuum leaves a table before long): the planner then knows the table as it is.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BACKLOG = 20_000
+SETTLED = 20_000
+#: Few queue rows beside the backlog, as at scale (the planner then probes each queue
+#: rather than hashing every queued job, which on a small table costs less).
+HISTORY_QUEUES = 10
+#: The counts the reads may take exactly are lowered to this for the test (10,000 in use).
+CAP = 100
+#: Rows one statement may read: a bounded count, a page of 100, an index probe per lane.
+BOUND = 2 * CAP + 100
+ON_POSTGRES = os.environ.get("WATCHDOG_TEST_DB", "sqlite") == "postgres"
+
+
+@pytest.fixture
+def blocked_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pagination, "EXACT_COUNT_LIMIT", CAP)
+    monkeypatch.setattr(status, "COUNT_CAP", CAP, raising=False)
+    monkeypatch.setattr(status, "SETTLED_COUNT_CAP", CAP)
+    now = timezone.now()
+    Queue.objects.bulk_create(
+        [Queue(name="busy"), *(Queue(name=f"hist-{n}") for n in range(HISTORY_QUEUES))]
+    )
+    rows = [
+        Job(
+            job_id=f"done-{n}",
+            queue=f"hist-{n % HISTORY_QUEUES}",
+            lane=("mail", "sms")[n % 2],
+            state="settled",
+            outcome="completed",
+            position=n + 1,
+            feed_position=n + 1,
+            enqueued_at=now - timedelta(hours=2),
+            started_at=now - timedelta(hours=2),
+            settled_at=now - timedelta(hours=1),
+        )
+        for n in range(SETTLED)
+    ]
+    rows.append(
+        Job(
+            job_id="busy-head",
+            queue="busy",
+            lane="slow",
+            state="running",
+            claim_token="token",  # noqa: S106
+            claimed_by="w-1",
+            position=SETTLED + 1,
+            enqueued_at=now,
+            started_at=now,
+        )
+    )
+    rows += [
+        Job(
+            job_id=f"busy-{n:05d}",
+            queue="busy",
+            lane="slow",
+            state="queued",
+            position=SETTLED + 2 + n,
+            enqueued_at=now,
+        )
+        for n in range(BACKLOG)
+    ]
+    Job.objects.bulk_create(rows, batch_size=1_000)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("VACUUM (ANALYZE) watchdog_job")
+        elif connection.vendor == "mysql":
+            cursor.execute("ANALYZE TABLE watchdog_job")
+            cursor.fetchall()
+        else:
+            cursor.execute("ANALYZE")
+
+
+def _assert_bounded(queries: CaptureQueriesContext) -> None:
+    if not ON_POSTGRES:
+        return
+    read = job_rows_read(queries.captured_queries)
+    assert read, "no statement read the job table"
+    heavy = {sql[:200]: rows for sql, rows in read.items() if rows > BOUND}
+    assert not heavy, heavy
+
+
+@pytest.mark.usefixtures("blocked_queue")
+def test_status_reads_a_bounded_number_of_jobs() -> None:
+    out = io.StringIO()
+    with CaptureQueriesContext(connection) as queries:
+        call_command("watchdog", "status", stdout=out)
+    assert "busy" in out.getvalue()
+    _assert_bounded(queries)
+
+
+@pytest.mark.usefixtures("blocked_queue")
+def test_the_job_list_reads_a_bounded_number_of_jobs(admin_client) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(reverse("admin:django_watchdog_job_changelist"))
+    assert response.status_code == 200
+    assert b"busy-19999" in response.content  # the newest first
+    _assert_bounded(queries)
+
+
+@pytest.mark.usefixtures("blocked_queue")
+def test_the_queue_list_reads_a_bounded_number_of_jobs(admin_client) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(reverse("admin:django_watchdog_queue_changelist"))
+    assert response.status_code == 200
+    assert b"busy" in response.content
+    _assert_bounded(queries)
