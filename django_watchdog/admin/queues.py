@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin, messages
@@ -76,15 +76,18 @@ def has_pending_jobs() -> Q:
     )
 
 
-def _rows_of(arms: list[QuerySet[Job, tuple[Any, ...]]], db: str) -> Iterator[tuple[Any, ...]]:
-    """The rows of every (sliced) arm: one UNION ALL statement where the database takes a
-    LIMIT in its arms (with the id selected, the union can take the model's ordering), one
-    statement per arm elsewhere (SQLite, in-process)."""
+def _rows_of(arms: list[QuerySet[Job]], db: str) -> QuerySet[Job, tuple[Any, ...]]:
+    """One UNION ALL statement of ``arms`` (each already sliced): ``(id, queue,
+    enqueued_at)`` rows. Where the database takes no LIMIT in a compound statement's arms
+    (SQLite), each arm is the jobs whose id its sliced subquery finds. With the id
+    selected, the union can take the model's ordering."""
+    columns = ("id", "queue", "enqueued_at")
     if connections[db].features.supports_slicing_ordering_in_compound:
-        yield from arms[0].union(*arms[1:], all=True)
-        return
-    for arm in arms:
-        yield from arm
+        rows = [arm.values_list(*columns) for arm in arms]
+    else:
+        jobs = Job.objects.using(db).order_by()
+        rows = [jobs.filter(pk__in=arm.values("pk")).values_list(*columns) for arm in arms]
+    return rows[0].union(*rows[1:], all=True)
 
 
 #: The queue list counts each shown queue's jobs of a state exactly up to this many.
@@ -160,9 +163,7 @@ class QueueAdmin(ReadOnlyAdmin):
         }
         for state, filters in parts.items():
             arms = [
-                jobs.filter(queue=name, state=state, **more)
-                .order_by(*order)
-                .values_list("id", "queue", "enqueued_at")[: PAGE_COUNT_CAP + 1]
+                jobs.filter(queue=name, state=state, **more).order_by(*order)[: PAGE_COUNT_CAP + 1]
                 for name in names
                 for more, order in filters
             ]
