@@ -119,19 +119,17 @@ def test_status_reads_a_bounded_number_of_jobs() -> None:
     _assert_bounded(queries)
 
 
+@pytest.mark.parametrize(
+    ("page", "shown"),
+    [
+        ("admin:django_watchdog_job_changelist", b"busy-19999"),  # the newest job first
+        ("admin:django_watchdog_queue_changelist", b"busy"),
+    ],
+)
 @pytest.mark.usefixtures("blocked_queue")
-def test_the_job_list_reads_a_bounded_number_of_jobs(admin_client) -> None:
+def test_an_admin_list_reads_a_bounded_number_of_jobs(admin_client, page, shown) -> None:
     with CaptureQueriesContext(connection) as queries:
-        response = admin_client.get(reverse("admin:django_watchdog_job_changelist"))
+        response = admin_client.get(reverse(page))
     assert response.status_code == 200
-    assert b"busy-19999" in response.content  # the newest first
-    _assert_bounded(queries)
-
-
-@pytest.mark.usefixtures("blocked_queue")
-def test_the_queue_list_reads_a_bounded_number_of_jobs(admin_client) -> None:
-    with CaptureQueriesContext(connection) as queries:
-        response = admin_client.get(reverse("admin:django_watchdog_queue_changelist"))
-    assert response.status_code == 200
-    assert b"busy" in response.content
+    assert shown in response.content
     _assert_bounded(queries)
