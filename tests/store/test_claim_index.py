@@ -237,20 +237,7 @@ def test_a_claim_takes_its_picked_jobs_by_address_whatever_the_statistics_say() 
         batch_size=1_000,
     )
     _analyze()
-    Job.objects.bulk_create(
-        [
-            Job(
-                job_id=f"wait-{n}",
-                queue=f"q{n % QUEUES}",
-                lane="mail",
-                state="queued",
-                ready=n < QUEUES,
-                position=SETTLED + n,
-                enqueued_at=now,
-            )
-            for n in range(QUEUES * QUEUED_PER_QUEUE)
-        ]
-    )
+    _queue_a_backlog(QUEUES * QUEUED_PER_QUEUE, QUEUES, after=SETTLED)
     for lanes in ((), ("mail",)):
         claim = _without_the_probe(_plan(lanes, ()))
         read = [line for line in claim.splitlines() if "Scan on watchdog_job taken" in line]
@@ -264,24 +251,9 @@ def test_a_claim_reuses_its_plan_with_fresh_statistics() -> None:
     # since the generic plan it weighs against the first five runs' plans could not know
     # the claim's LIMIT: 1.7 ms more per job of the default worker. The limit is part of
     # the statement now, and its one plan is reused.
-    now = timezone.now()
     queues = 200
     Queue.objects.bulk_create([Queue(name=f"q{index}") for index in range(queues)])
-    Job.objects.bulk_create(
-        [
-            Job(
-                job_id=f"wait-{n}",
-                queue=f"q{n % queues}",
-                lane="mail",
-                state="queued",
-                ready=n < queues,
-                position=n + 1,
-                enqueued_at=now,
-            )
-            for n in range(15 * queues)
-        ],
-        batch_size=1_000,
-    )
+    _queue_a_backlog(15 * queues, queues, after=0)
     _analyze()
     partition = claims.Partition(lanes=("mail",))
     for n in range(8):
@@ -295,3 +267,24 @@ def test_a_claim_reuses_its_plan_with_fresh_statistics() -> None:
     assert rows, "the claim ran as a prepared statement"
     generic, custom = rows[0]
     assert generic >= 3 and custom <= 5, rows
+
+
+def _queue_a_backlog(count: int, queues: int, *, after: int) -> None:
+    """``count`` queued jobs of lane ``mail`` over ``queues`` queues (``q0``…), positioned
+    after ``after``; the first of each queue ready."""
+    now = timezone.now()
+    Job.objects.bulk_create(
+        [
+            Job(
+                job_id=f"wait-{n}",
+                queue=f"q{n % queues}",
+                lane="mail",
+                state="queued",
+                ready=n < queues,
+                position=after + n + 1,
+                enqueued_at=now,
+            )
+            for n in range(count)
+        ],
+        batch_size=1_000,
+    )
