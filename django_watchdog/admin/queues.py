@@ -161,7 +161,12 @@ class QueueAdmin(ReadOnlyAdmin):
             State.RUNNING: [({}, ())],
             State.SETTLED: [({}, ("-position",))],
         }
-        for state, filters in parts.items():
+        found = Store(db).capped_counts(names, PAGE_COUNT_CAP + 1)
+        for queue, state, count, enqueued_at in found or ():
+            counts[(queue, state)] = count
+            if enqueued_at is not None:
+                oldest[queue] = enqueued_at
+        for state, filters in parts.items() if found is None else ():
             arms = [
                 jobs.filter(queue=name, state=state, **more).order_by(*order)[: PAGE_COUNT_CAP + 1]
                 for name in names

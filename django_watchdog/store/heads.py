@@ -45,7 +45,7 @@ def read_many(using: str, queues: Sequence[str]) -> dict[str, QueueHead]:
     if not names:
         return {}
     d = dialect(using)
-    found = d.fetch(d.heads_of(len(names)), {f"queue_{n}": q for n, q in enumerate(names)})
+    found = d.fetch(*d.heads_statement(names))
     heads = dict.fromkeys(names, IDLE)
     for queue, *row in found:
         heads[queue] = _head(tuple(row))

@@ -185,6 +185,17 @@ class Dialect:
 
     # statements every dialect composes alike
 
+    def capped_counts_statement(self, queues: Sequence[str], cap: int) -> tuple[str, Params] | None:
+        """One statement reading, per queue of ``queues``: (queue, state, jobs counted,
+        the earliest ``enqueued_at`` among those read, queued only), each part of a state
+        read up to ``cap`` jobs. ``None`` here: the caller composes its own."""
+        return None
+
+    def heads_statement(self, queues: Sequence[str]) -> tuple[str, Params]:
+        """The heads of ``queues`` in one statement, and its parameters: here an arm of
+        ``UNION ALL`` per queue (``heads_of``)."""
+        return self.heads_of(len(queues)), {f"queue_{n}": q for n, q in enumerate(queues)}
+
     def heads_of(self, count: int) -> str:
         """The heads of ``count`` queues (``%(queue_0)s``…) in one statement."""
         return _heads_of(self.is_unset, count)

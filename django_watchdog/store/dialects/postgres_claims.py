@@ -146,6 +146,47 @@ marked AS (
 """
 
 
+#: The head of each of ``%(queues)s``, in one statement whatever their number: each
+#: queue's head query beside it (``LATERAL``), prepared and planned once. An arm of
+#: ``UNION ALL`` per queue made 80 KB of SQL for a page of 100 queues, planned on every read.
+HEADS_OF_QUEUES = f"""
+SELECT shown.queue, h.* FROM unnest(%(queues)s::text[]) AS shown(queue)
+CROSS JOIN LATERAL ({common.head(is_unset, queue="shown.queue")}) AS h
+"""
+
+
+@lru_cache(maxsize=4)
+def capped_counts(cap: int) -> str:
+    """Per queue of ``%(queues)s`` and state, its jobs counted up to ``cap`` per part, each
+    part read in the order of the index that serves it (queued: the queue's order, then
+    its delayed jobs by due time; settled: the queue's latest), and the earliest enqueued
+    of the queued ones read; one statement whatever the number of queues."""
+    limit = int(cap)
+    return f"""
+SELECT shown.queue, c.state, c.jobs, c.oldest FROM unnest(%(queues)s::text[]) AS shown(queue)
+CROSS JOIN LATERAL (
+    SELECT 'queued' AS state, COUNT(*) AS jobs, MIN(enqueued_at) AS oldest FROM (
+        (SELECT enqueued_at FROM watchdog_job
+          WHERE queue = shown.queue AND state = 'queued' AND NOT delayed
+          ORDER BY priority DESC, position LIMIT {limit})
+        UNION ALL
+        (SELECT enqueued_at FROM watchdog_job
+          WHERE queue = shown.queue AND state = 'queued' AND delayed
+          ORDER BY run_after LIMIT {limit})
+    ) AS queued
+    UNION ALL
+    SELECT 'running', COUNT(*), NULL FROM (
+        SELECT 1 FROM watchdog_job WHERE queue = shown.queue AND state = 'running' LIMIT {limit}
+    ) AS running
+    UNION ALL
+    SELECT 'settled', COUNT(*), NULL FROM (
+        SELECT 1 FROM watchdog_job WHERE queue = shown.queue AND state = 'settled'
+         ORDER BY position DESC LIMIT {limit}
+    ) AS settled
+) AS c
+"""
+
+
 #: The head, its ready flag and the displaced head's, in one round trip.
 REFRESH_HEAD = f"WITH {refresh(HEAD)} SELECT * FROM head"
 #: Settle, pick the queue's next head and mark it ready, in one round trip. The statement's
@@ -272,6 +313,12 @@ class PostgresClaims(Dialect):
         width = len(job_fields())
         head = found[0][width:]
         return found[0][:width], (None if head[0] is None else head)
+
+    def heads_statement(self, queues: Sequence[str]) -> tuple[str, Params]:
+        return HEADS_OF_QUEUES, {"queues": list(queues)}
+
+    def capped_counts_statement(self, queues: Sequence[str], cap: int) -> tuple[str, Params] | None:
+        return capped_counts(cap), {"queues": list(queues)}
 
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
         rows = self.fetch(
