@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
 from django.contrib.admin.views.main import ChangeList
-from django.db import connections, router
+from django.db import router
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -76,20 +76,6 @@ def has_pending_jobs() -> Q:
     )
 
 
-def _rows_of(arms: list[QuerySet[Job]], db: str) -> QuerySet[Job, tuple[Any, ...]]:
-    """One UNION ALL statement of ``arms`` (each already sliced): ``(id, queue,
-    enqueued_at)`` rows. Where the database takes no LIMIT in a compound statement's arms
-    (SQLite), each arm is the jobs whose id its sliced subquery finds. With the id
-    selected, the union can take the model's ordering."""
-    columns = ("id", "queue", "enqueued_at")
-    if connections[db].features.supports_slicing_ordering_in_compound:
-        rows = [arm.values_list(*columns) for arm in arms]
-    else:
-        jobs = Job.objects.using(db).order_by()
-        rows = [jobs.filter(pk__in=arm.values("pk")).values_list(*columns) for arm in arms]
-    return rows[0].union(*rows[1:], all=True)
-
-
 #: The queue list counts each shown queue's jobs of a state exactly up to this many.
 PAGE_COUNT_CAP = 100
 
@@ -137,45 +123,20 @@ class QueueAdmin(ReadOnlyAdmin):
 
     def annotate_page(self, rows: Sequence[Any]) -> None:
         """Heads and per-state counts for the shown queues, each count exact up to
-        ``PAGE_COUNT_CAP`` ("100+" past it): one statement per state reading at most that
-        many jobs of each queue shown, and one for every head shown."""
+        ``PAGE_COUNT_CAP`` ("100+" past it), reading at most that many jobs of each queue
+        shown (``Store.capped_counts``), and one statement for every head shown."""
         if not rows:
             return
         names = [row.name for row in rows]
         db = rows[0]._state.db or router.db_for_read(Job)
-        jobs = Job.objects.using(db).order_by()
-        shown_heads = Store(db).queue_heads(names)
+        store = Store(db)
+        shown_heads = store.queue_heads(names)
         counts: dict[tuple[str, str], int] = {}
         oldest: dict[str, Any] = {}
-        # Per state, its parts: filters, and the order of the index that serves them (the
-        # order steers the planner to it: with no order, a LIMIT over a queue with none
-        # of these jobs may scan the table, the planner expecting to meet some soon).
-        # Queued jobs: the next to run in queue order (the head index), then the delayed
-        # ones (the due index); past the cap, the oldest queued is the oldest of the next
-        # ones to run. Settled jobs: the queue's latest (the queue_latest index).
-        parts: dict[State, list[tuple[dict[str, bool], tuple[str, ...]]]] = {
-            State.QUEUED: [
-                ({"delayed": False}, ("-priority", "position")),
-                ({"delayed": True}, ("run_after",)),
-            ],
-            State.RUNNING: [({}, ())],
-            State.SETTLED: [({}, ("-position",))],
-        }
-        found = Store(db).capped_counts(names, PAGE_COUNT_CAP + 1)
-        for queue, state, count, enqueued_at in found or ():
+        for queue, state, count, enqueued_at in store.capped_counts(names, PAGE_COUNT_CAP + 1):
             counts[(queue, state)] = count
             if enqueued_at is not None:
                 oldest[queue] = enqueued_at
-        for state, filters in parts.items() if found is None else ():
-            arms = [
-                jobs.filter(queue=name, state=state, **more).order_by(*order)[: PAGE_COUNT_CAP + 1]
-                for name in names
-                for more, order in filters
-            ]
-            for _id, queue, enqueued_at in _rows_of(arms, db):
-                counts[(queue, state)] = counts.get((queue, state), 0) + 1
-                if state == State.QUEUED and (queue not in oldest or enqueued_at < oldest[queue]):
-                    oldest[queue] = enqueued_at
         now = timezone.now()
         for row in rows:
             setattr(

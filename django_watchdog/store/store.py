@@ -50,6 +50,7 @@ from . import (
     heads,
     idle_queues,
     purge,
+    queue_counts,
     recovery,
     reruns,
     retention,
@@ -60,7 +61,6 @@ from . import (
 )
 from .claims import Partition
 from .dialects import dialect
-from .dialects.base import Row
 from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
 from .enqueue import enqueue_many as enqueue_jobs
@@ -350,13 +350,11 @@ class Store:
         """The head of each of ``queues``, in one statement."""
         return heads.read_many(self.using, queues)
 
-    def capped_counts(self, queues: Sequence[str], cap: int) -> list[Row] | None:
-        """Per queue of ``queues`` and state: (queue, state, jobs counted up to ``cap`` per
-        part of the state, the earliest ``enqueued_at`` among the queued ones read), in one
-        statement; ``None`` where the database has none (the caller counts its own way)."""
-        d = dialect(self.using)
-        statement = d.capped_counts_statement(queues, cap)
-        return None if statement is None else d.fetch(*statement)
+    def capped_counts(self, queues: Sequence[str], cap: int) -> list[queue_counts.Count]:
+        """Per queue of ``queues`` and state with jobs: (queue, state, jobs counted up to
+        ``cap`` per part of the state, the earliest ``enqueued_at`` of the queued ones
+        read); reads at most ``cap`` jobs per queue and part (``store/queue_counts.py``)."""
+        return queue_counts.capped_counts(self.using, queues, cap)
 
     def latest_settled(self, queue: str) -> Job | None:
         """The settled job of ``queue`` latest in its order (highest ``position``), as the
