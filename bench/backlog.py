@@ -271,5 +271,10 @@ def fill(args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def analyze(args: dict[str, Any]) -> dict[str, Any]:
+    """What autovacuum would have done: dead rows reclaimed and statistics fresh."""
+    return {"seconds": _analyze()}
+
+
 def run(op: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"flat_busy": busy, "flat_fill": fill}[op](args)
+    return {"flat_busy": busy, "flat_fill": fill, "flat_analyze": analyze}[op](args)

@@ -547,10 +547,14 @@ class Bench:
         n: int,
         queues: int,
         label: str,
+        before_each: Callable[[], object] | None = None,
     ) -> list[float]:
+        """Drain rates (jobs/s) of ``repeat`` runs; ``before_each`` runs before each one."""
         rates = []
         for rep in range(self.repeat):
             prefix = f"{label}:{rep}"
+            if before_each is not None:
+                before_each()
             commit = drive(system, db, "prefill", stamps.path, n=n, queues=queues, tag=prefix)[
                 "commit"
             ]

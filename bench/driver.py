@@ -3,7 +3,7 @@
 The orchestrator (bench.py) never imports a system: Django can be configured once per
 process, and each system has its own settings. Every op prints one JSON object on stdout.
 Ops: setup, reset, enqueue_single, enqueue_bulk, prefill, latency, and for watchdog the
-backlog generator (flat_busy, flat_fill), the operator's reads (flat_reads, on
+backlog generator (flat_busy, flat_fill, flat_analyze), the operator's reads (flat_reads, on
 bench.admin_settings) and the prune (flat_prune).
 """
 

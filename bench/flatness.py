@@ -112,7 +112,15 @@ def ratios(numerators: list[float], denominators: list[float]) -> list[float]:
 
 
 def drains(bench: Bench, db: str, stamps: Stamps, label: str) -> dict[str, list[float]]:
-    """Drain rates (jobs/s) of each kind of worker, 2 processes of one thread."""
+    """Drain rates (jobs/s) of each kind of worker, 2 processes of one thread.
+
+    Each run starts on vacuumed and analyzed tables, as autovacuum would leave them: a
+    bench server may run without it, and a ratio must not measure the maintenance missed
+    since the previous run."""
+
+    def maintain() -> None:
+        bench.watchdog(db, "flat_analyze", stamps.path)
+
     rates = {}
     for kind in KINDS:
         with bench.workers(db, 2, stamps.path, default_worker=kind == "default") as workers:
@@ -125,6 +133,7 @@ def drains(bench: Bench, db: str, stamps: Stamps, label: str) -> dict[str, list[
                 bench.sizes.flat_drain,
                 bench.sizes.flat_queues,
                 f"f{label}{kind[0]}",
+                before_each=maintain,
             )
     return rates
 
