@@ -15,6 +15,12 @@ from .fields import StrictJSONField
 QUEUED, RUNNING, SETTLED = State.QUEUED.value, State.RUNNING.value, State.SETTLED.value
 PENDING = (QUEUED, RUNNING)
 REASONED = (Outcome.FAILED.value, Outcome.INTERRUPTED.value)
+#: The pending (queued or running) jobs as the ``lane_pending`` index's condition says them:
+#: no outcome yet, the same rows by the state rules below. A read of pending jobs filters
+#: by it to use that index. The queue head's and the settle's statements say a state, never
+#: this, so however stale the statistics (which may say no job is queued), the planner
+#: cannot walk every pending job there to find one queue's.
+PENDING_JOBS = Q(outcome__isnull=True)
 
 
 #: Django's warnings on MariaDB that migration ``0009_mariadb_schema`` answers: conditions
@@ -236,10 +242,10 @@ class Job(MariadbAnswered, models.Model):
                 condition=Q(feed_position__isnull=True, delayed=False),
                 name="watchdog_job_unpositioned",
             ),
-            # fail_lane, recovery and the admin's per-queue views.
+            # fail_lane, the lanes' counts (status, metrics, the admin's lane filter).
             models.Index(
                 fields=["lane", "state", "id"],
-                condition=Q(state__in=PENDING),
+                condition=PENDING_JOBS,
                 name="watchdog_job_lane_pending",
             ),
             models.Index(

@@ -21,8 +21,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .. import handlers
-from ..domain.states import PENDING_STATES, Outcome, State
-from ..models import Job, Worker
+from ..domain.states import Outcome, State
+from ..models import PENDING_JOBS, Job, Worker
 from ..store import estimates
 from . import display, waiting
 from .base import PAGE_INFO, ReadOnlyAdmin, page_info
@@ -59,7 +59,7 @@ class LaneFilter(admin.SimpleListFilter):
         for served, excluded in Worker.objects.values_list("lanes", "exclude_lanes"):
             named = [*(served or []), *(excluded or [])]
             lanes.update(lane for lane in named if isinstance(lane, str))
-        pending = Job.objects.filter(state__in=PENDING_STATES)
+        pending = Job.objects.filter(PENDING_JOBS)
         lanes.update(estimates.distinct_values(pending, "lane", LANE_CHOICES_LIMIT))
         if self.value():
             lanes.add(str(self.value()))

@@ -13,9 +13,8 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from .. import api
 from ..domain.errors import InvalidInput
-from ..domain.states import PENDING_STATES
 from ..domain.validation import REASON_MAX
-from ..models import Job
+from ..models import PENDING_JOBS, Job
 from ..store.estimates import bounded_count
 from . import confirmation
 from .job_action_base import JobActionsBase
@@ -48,7 +47,7 @@ class FailLaneActions(JobActionsBase):
         form = FailLaneForm(request.POST if confirmation.confirmed(request) else None)
         pending = {
             lane: bounded_count(
-                Job.objects.using(queryset.db).filter(lane=lane, state__in=PENDING_STATES),
+                Job.objects.using(queryset.db).filter(PENDING_JOBS, lane=lane),
                 confirmation.ACTION_LIMIT * 10,
             )
             for lane in lanes

@@ -26,7 +26,7 @@ from django.db.models import Count, Max, Min, QuerySet
 from django.db.models.functions import TruncHour, TruncMinute
 from django.db.models.functions.datetime import TruncBase
 
-from ..domain.states import PENDING_STATES, Outcome, State
+from ..domain.states import Outcome, State
 from ..store.clock import SecondsSince
 from .workers import WorkerRow, registered
 
@@ -162,9 +162,11 @@ def backlog_by_lane(
     """Per lane, queued / running / ready counts, and how long its oldest ready job has
     waited, in seconds on the database's clock (the one that stamped ``enqueued_at``), so a
     host clock that differs from the database's adds or removes nothing."""
+    from ..models import PENDING_JOBS
+
     backlog: dict[str, dict[str, int]] = defaultdict(dict)
     for lane, state, n in (
-        jobs.filter(state__in=PENDING_STATES)
+        jobs.filter(PENDING_JOBS)
         .values("lane", "state")
         .annotate(n=Count("pk"))
         .values_list("lane", "state", "n")

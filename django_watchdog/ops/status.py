@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 from django.db.models import QuerySet
 
-from ..domain.states import PENDING_STATES, State
+from ..domain.states import State
 from ..engine.housekeeping import retention
 from ..store import estimates
 from .activity import ready_by_lane
@@ -101,10 +101,10 @@ class Status:
 
 def collect(using: str, *, now: datetime) -> Status:
     """Read the snapshot with bounded queries: index probes, capped counts, estimates."""
-    from ..models import Job
+    from ..models import PENDING_JOBS, Job
 
     jobs = Job.objects.using(using).order_by()
-    pending = jobs.filter(state__in=PENDING_STATES)
+    pending = jobs.filter(PENDING_JOBS)
     ready, oldest_age_s = ready_by_lane(jobs)
     counts: dict[str, int] = {State.QUEUED.value: 0, State.RUNNING.value: 0}
     lanes: dict[str, dict[str, int]] = {}
@@ -114,7 +114,7 @@ def collect(using: str, *, now: datetime) -> Status:
         lanes[lane] = {"ready": ready.get(lane, 0)}
         for state in (State.QUEUED.value, State.RUNNING.value):
             n, n_exact = estimates.count_or_estimate(
-                jobs.filter(lane=lane, state=state), COUNT_CAP, LANE_PENDING_ORDER
+                jobs.filter(PENDING_JOBS, lane=lane, state=state), COUNT_CAP, LANE_PENDING_ORDER
             )
             lanes[lane][state] = n
             counts[state] += n

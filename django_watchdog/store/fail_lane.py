@@ -7,9 +7,9 @@ from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 
 from ..domain.as_stored import reading_as_stored
-from ..domain.states import PENDING_STATES, Outcome, State
+from ..domain.states import Outcome, State
 from ..domain.values import LaneFailure
-from ..models import Job
+from ..models import PENDING_JOBS, Job
 from . import deadlocks, heads
 from .dialects import dialect
 
@@ -24,7 +24,7 @@ def fail_lane(using: str, lane: str, reason: str) -> LaneFailure:
     """
 
     jobs = Job.objects.using(using)
-    pending = jobs.filter(lane=lane, state__in=PENDING_STATES)
+    pending = jobs.filter(PENDING_JOBS, lane=lane)
     with transaction.atomic(using=using):
         batch = list(
             pending.order_by("-state", "id").values_list("pk", "queue")[:LANE_FAILURE_BATCH]

@@ -200,11 +200,11 @@ class Command(BaseCommand):
         )
 
     def fail_lane(self, using: str, options: dict[str, Any]) -> None:
-        from ...models import Job
+        from ...models import PENDING_JOBS, Job
 
         lane = validation.lane(options["lane"])
         reason = validation.reason(options["reason"])
-        pending = Job.objects.using(using).filter(lane=lane, state__in=("queued", "running"))
+        pending = Job.objects.using(using).filter(PENDING_JOBS, lane=lane)
         count = pending.count()
         if not count:
             self.stdout.write(f"lane {lane!r} has no queued or running jobs")

@@ -12,7 +12,7 @@ from django.db import DataError
 
 from ...conf import setting
 from .base import Dialect, Row
-from .postgres_claims import NOW
+from .postgres_claims import NOW, displaced
 
 if TYPE_CHECKING:
     from ..enqueue import NewJob
@@ -150,8 +150,9 @@ promoted AS (
 ),
 inserted AS ({insert_jobs("p.id IS NOT NULL", "input i LEFT JOIN promoted p ON p.id = i.id")}),
 demoted AS (
-    UPDATE watchdog_job j SET ready = FALSE FROM inserted i
-     WHERE i.ready AND j.queue = i.queue AND j.ready AND j.cancellation_id IS NULL
+    UPDATE watchdog_job j SET ready = FALSE
+      FROM inserted i CROSS JOIN {displaced("i.queue")}
+     WHERE i.ready AND j.ctid = displaced.address AND j.ready AND j.cancellation_id IS NULL
     RETURNING 1
 )
 SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
