@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from functools import lru_cache, partial
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db import connections, transaction
@@ -185,20 +185,17 @@ class Dialect:
 
     # statements every dialect composes alike
 
-    def capped_counts_statement(self, queues: Sequence[str], cap: int) -> tuple[str, Params] | None:
+    def capped_counts_statement(self, queues: Sequence[str], cap: int) -> tuple[str, Params]:
         """One statement reading, per queue of ``queues``: (queue, state, jobs counted,
         the earliest ``enqueued_at`` among those read, queued only), each part of a state
-        read up to ``cap`` jobs. ``None`` here: the caller composes its own."""
-        return None
+        read up to ``cap`` jobs; its text the same whatever the number of queues."""
+        raise NotImplementedError
 
     def heads_statement(self, queues: Sequence[str]) -> tuple[str, Params]:
-        """The heads of ``queues`` in one statement, and its parameters: here an arm of
-        ``UNION ALL`` per queue (``heads_of``)."""
-        return self.heads_of(len(queues)), {f"queue_{n}": q for n, q in enumerate(queues)}
-
-    def heads_of(self, count: int) -> str:
-        """The heads of ``count`` queues (``%(queue_0)s``…) in one statement."""
-        return _heads_of(self.is_unset, count)
+        """The heads of ``queues`` in one statement, and its parameters: (queue, rank, id,
+        job_id, cancellation_id, ready, lane) per queue with a head; its text the same
+        whatever the number of queues."""
+        raise NotImplementedError
 
     # statements that take a partition's lane terms (``lanes``: SQL with named parameters)
 
@@ -384,11 +381,6 @@ class Dialect:
         if self.ONE_STATEMENT_CLAIM and not announcing:
             return nullcontext()
         return transaction.atomic(using=self.using)
-
-
-@lru_cache(maxsize=64)
-def _heads_of(is_unset: Callable[[str], str], count: int) -> str:
-    return common.heads_of(is_unset, count)
 
 
 def _rows(cursor: Any) -> list[Row]:

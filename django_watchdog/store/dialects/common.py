@@ -218,17 +218,6 @@ def next_head(is_unset: Flag, queue: str) -> str:
                  LIMIT 1))"""
 
 
-def heads_of(is_unset: Flag, count: int) -> str:
-    """(queue, rank, id, job_id, cancellation_id, ready, lane) of each of ``count`` queues
-    (``%(queue_0)s``…) that has a head, in one statement: the admin's queue page reads
-    every head it shows at once."""
-    return "\nUNION ALL\n".join(
-        f"SELECT %(queue_{n})s AS queue, h{n}.* FROM ("
-        f"{head(is_unset, queue=f'%(queue_{n})s')}) AS h{n}"
-        for n in range(count)
-    )
-
-
 def due_delayed(is_set: Flag) -> str:
     """Delayed jobs (id, queue) due at ``%(now)s``, oldest due first, up to ``%(limit)s``."""
     return f"""

@@ -25,12 +25,13 @@ What MariaDB lacks, and what stands in for it (``docs/explanation/mariadb-dialec
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from . import common, mariadb_claim, mariadb_enqueue
+from . import common, mariadb_claim, mariadb_enqueue, shown_queues
 from .base import Dialect, Params, Row, in_clause
 from .mariadb_terms import (
     DEADLOCK,
@@ -93,6 +94,24 @@ DEMOTE = """
 UPDATE watchdog_job SET ready = FALSE
  WHERE queue = %(queue)s AND ready = TRUE AND cancellation_id IS NULL AND id <> %(id)s
 """
+
+#: The queues a page shows: the names of ``%(queues)s`` (a JSON array), compared byte for
+#: byte as the job table's queue column is (``utf8mb4_nopad_bin``, migration 0009).
+SHOWN = (
+    "SELECT queue FROM JSON_TABLE(%(queues)s, '$[*]' COLUMNS ("
+    "queue VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PATH '$')) AS names"
+)
+#: The head of each of ``%(queues)s`` in one statement whatever their number (no
+#: ``LATERAL`` here: three index probes per name, ``shown_queues.heads``).
+HEADS_OF_QUEUES = in_id_order(shown_queues.heads(is_unset, SHOWN))
+
+
+@lru_cache(maxsize=4)
+def capped_counts(cap: int) -> str:
+    """Per queue of ``%(queues)s`` and state, its jobs counted up to ``cap`` per part, in
+    one statement whatever the number of queues (``shown_queues.probed_capped_counts``)."""
+    return shown_queues.probed_capped_counts(is_set, is_unset, SHOWN, cap)
+
 
 # time-driven changes
 
@@ -269,8 +288,11 @@ class MariadbDialect(Dialect):
         rows = self.locking(LOCK_QUEUE_OF_JOB, {"job_id": job_id})
         return str(rows[0][0]) if rows else None
 
-    def heads_of(self, count: int) -> str:
-        return _heads_of(count)
+    def heads_statement(self, queues: Sequence[str]) -> tuple[str, Params]:
+        return HEADS_OF_QUEUES, {"queues": json.dumps(list(queues))}
+
+    def capped_counts_statement(self, queues: Sequence[str], cap: int) -> tuple[str, Params]:
+        return capped_counts(cap), {"queues": json.dumps(list(queues))}
 
     def notify(self, lane: str) -> None:
         """No NOTIFY: idle workers probe for ready jobs (``WAKE``)."""
@@ -392,9 +414,3 @@ class MariadbDialect(Dialect):
             if parameter == "idle_in_transaction_session_timeout":
                 seconds = max(1, -(-int(value) // 1000))
                 self.execute(IDLE_TRANSACTION_TIMEOUT, {"seconds": seconds})
-
-
-@lru_cache(maxsize=64)
-def _heads_of(count: int) -> str:
-    """``common.heads_of`` in MariaDB's order (position ties broken by id)."""
-    return in_id_order(common.heads_of(is_unset, count))

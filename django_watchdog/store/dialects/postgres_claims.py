@@ -331,7 +331,7 @@ class PostgresClaims(Dialect):
     def heads_statement(self, queues: Sequence[str]) -> tuple[str, Params]:
         return HEADS_OF_QUEUES, {"queues": list(queues)}
 
-    def capped_counts_statement(self, queues: Sequence[str], cap: int) -> tuple[str, Params] | None:
+    def capped_counts_statement(self, queues: Sequence[str], cap: int) -> tuple[str, Params]:
         return capped_counts(cap), {"queues": list(queues)}
 
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:

@@ -8,6 +8,7 @@ boolean term as ``x`` (5.2) or ``x = 1`` (6.x): ``is_set`` states both.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -15,7 +16,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from . import common
+from . import common, shown_queues
 from .base import Dialect, Params, Row
 from .new_heads import best_new_jobs
 
@@ -68,6 +69,20 @@ HEARTBEAT = common.heartbeat(NOW)
 # queue heads
 
 HEAD = common.head(is_unset)
+#: The queues a page shows: the names of ``%(queues)s`` (a JSON array).
+SHOWN = "SELECT value AS queue FROM json_each(%(queues)s)"
+#: The head of each of ``%(queues)s`` in one statement whatever their number (no
+#: ``LATERAL`` here: three index probes per name, ``shown_queues.heads``).
+HEADS_OF_QUEUES = shown_queues.heads(is_unset, SHOWN)
+
+
+@lru_cache(maxsize=4)
+def capped_counts(cap: int) -> str:
+    """Per queue of ``%(queues)s`` and state, its jobs counted up to ``cap`` per part, in
+    one statement whatever the number of queues (``shown_queues.exact_capped_counts``)."""
+    return shown_queues.exact_capped_counts(is_set, is_unset, SHOWN, cap)
+
+
 MARK_READY = "UPDATE watchdog_job SET ready = TRUE WHERE id = %(id)s AND NOT ready"
 #: The head ``%(id)s`` displaced (by entering the order ahead of it) loses its ready flag.
 DEMOTE = f"""
@@ -239,6 +254,12 @@ class SqliteDialect(Dialect):
         self, raw: Any, sql: str, params: Params, many: bool, context: Mapping[str, Any]
     ) -> Any:
         return raw.execute(named_style(sql), params)
+
+    def heads_statement(self, queues: Sequence[str]) -> tuple[str, Params]:
+        return HEADS_OF_QUEUES, {"queues": json.dumps(list(queues))}
+
+    def capped_counts_statement(self, queues: Sequence[str], cap: int) -> tuple[str, Params]:
+        return capped_counts(cap), {"queues": json.dumps(list(queues))}
 
     # locks: the write transaction holds every one
 
