@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
+from ..domain.states import State
 from ..ops import activity
 from ..ops.activity import Activity, Bucket, LaneActivity
 from ..ops.workers import WorkerRow as LiveWorker
@@ -52,6 +53,9 @@ class LaneRow:
     queued: int
     ready: int
     running: int
+    #: ``queued`` and ``running`` as text: ``~12000`` estimated, ``10000+`` at least.
+    queued_shown: str
+    running_shown: str
     backlog_chart: SafeString
     oldest_ready: str
     oldest_chart: SafeString
@@ -132,6 +136,10 @@ def _lane_row(lane: LaneActivity, snapshot: Activity, scales: _Scales) -> LaneRo
     names = {"lane": lane.lane}
     waiting = max(lane.queued - lane.ready, 0)
     oldest = display.duration(lane.oldest_ready_age_s)
+    shown = {
+        state: lane.pending.shown(state) if lane.pending else str(count)
+        for state, count in ((State.QUEUED, lane.queued), (State.RUNNING, lane.running))
+    }
     return LaneRow(
         lane=lane.lane,
         hour_chart=charts.throughput(
@@ -153,6 +161,8 @@ def _lane_row(lane: LaneActivity, snapshot: Activity, scales: _Scales) -> LaneRo
         queued=lane.queued,
         ready=lane.ready,
         running=lane.running,
+        queued_shown=shown[State.QUEUED],
+        running_shown=shown[State.RUNNING],
         backlog_chart=charts.meter(
             [
                 Meter(value=lane.running, colour=RUNNING_COLOUR, text=_running(lane.running)),
@@ -166,8 +176,8 @@ def _lane_row(lane: LaneActivity, snapshot: Activity, scales: _Scales) -> LaneRo
                 ),
             ],
             scale=scales.backlog,
-            label=_("lane %(lane)s backlog: %(queued)d queued, %(running)d running")
-            % {**names, "queued": lane.queued, "running": lane.running},
+            label=_("lane %(lane)s backlog: %(queued)s queued, %(running)s running")
+            % {**names, "queued": shown[State.QUEUED], "running": shown[State.RUNNING]},
         ),
         oldest_ready=oldest,
         oldest_chart=charts.meter(

@@ -6,9 +6,11 @@ Every figure comes from a fixed number of bounded queries, whatever the table ho
   primary key (a range scan of the primary key, never the whole table; ``settled_at`` has no
   index of its own). A job enqueued before that window but settled inside it is not counted;
   ``Activity.scan_cut`` says when the window left older jobs out.
-- Backlog is counted with GROUP BY over the pending rows (the partial index
-  ``watchdog_job_lane_pending``), the oldest ready job over the ready rows (at most one per
-  queue, plus queued jobs with a recorded cancellation), its age on the database's clock.
+- Backlog: the lanes with pending jobs one index probe each, each lane's queued and running
+  jobs counted up to ``pending.COUNT_CAP`` (``pending.by_lane``: past it the planner's
+  estimate, or on SQLite the cap, shown as a lower bound), never a count of every pending
+  job; the oldest ready job over the ready rows (at most one per queue, plus queued jobs
+  with a recorded cancellation), its age on the database's clock.
 - Workers are the live ones (``engine.liveness.alive``, as ``watchdog status`` and recovery
   judge them), their running jobs counted
   over the running rows (``watchdog_job_running``).
@@ -22,12 +24,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncHour, TruncMinute
 from django.db.models.functions.datetime import TruncBase
 
 from ..domain.states import Outcome, State
 from ..store.clock import SecondsSince
+from . import pending
+from .pending import LanePending
 from .workers import WorkerRow, registered
 
 if TYPE_CHECKING:
@@ -68,6 +72,8 @@ class LaneActivity:
     ready: int = 0
     oldest_ready_age_s: float | None = None
     live_workers: int = 0
+    #: ``queued`` and ``running`` as counted, with their marks past the cap.
+    pending: LanePending | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,18 +103,20 @@ def total(buckets: Sequence[Bucket]) -> Bucket:
 
 
 def collect(using: str, *, now: datetime) -> Activity:
-    """Read the dashboard's figures with seven queries, however many jobs, lanes and workers."""
+    """Read the dashboard's figures with eight queries and three per lane with pending jobs
+    (a probe, two capped counts), however many jobs and workers."""
     from ..models import Job
 
     jobs = Job.objects.using(using).order_by()
-    ends = jobs.aggregate(first=Min("pk"), last=Max("pk"))
+    ends = id_range(jobs)
     first_id = max(1, (ends["last"] or 0) - SCAN_JOBS + 1)
     hour_start = _floor(now, HOUR_STEP) - HOUR_STEP * (HOUR_BUCKETS - 1)
     day_start = _floor(now, DAY_STEP) - DAY_STEP * (DAY_BUCKETS - 1)
     recent = jobs.filter(pk__gte=first_id, state=State.SETTLED)
     hour = _settled_by_lane(recent, since=hour_start, trunc=TruncMinute("settled_at", tzinfo=UTC))
     day = _settled_by_lane(recent, since=day_start, trunc=TruncHour("settled_at", tzinfo=UTC))
-    backlog, oldest = backlog_by_lane(jobs)
+    pending_counts = pending.by_lane(jobs, count_on=False)
+    backlog, oldest = backlog_by_lane(jobs, pending_counts)
     workers = live_workers(using)
     lanes = [
         LaneActivity(
@@ -118,6 +126,7 @@ def collect(using: str, *, now: datetime) -> Activity:
             queued=backlog[lane].get(State.QUEUED.value, 0),
             running=backlog[lane].get(State.RUNNING.value, 0),
             ready=backlog[lane].get("ready", 0),
+            pending=pending_counts.get(lane),
             oldest_ready_age_s=oldest.get(lane),
             live_workers=sum(1 for w in workers if w.serves(lane)),
         )
@@ -157,21 +166,17 @@ def _settled_by_lane(recent: QuerySet[Job], *, since: datetime, trunc: TruncBase
 
 
 def backlog_by_lane(
-    jobs: QuerySet[Job],
+    jobs: QuerySet[Job], counted: dict[str, LanePending] | None = None
 ) -> tuple[dict[str, dict[str, int]], dict[str, float]]:
-    """Per lane, queued / running / ready counts, and how long its oldest ready job has
-    waited, in seconds on the database's clock (the one that stamped ``enqueued_at``), so a
-    host clock that differs from the database's adds or removes nothing."""
-    from ..models import PENDING_JOBS
-
+    """Per lane, queued / running / ready counts (``counted``, else ``pending.by_lane``),
+    and how long its oldest ready job has waited, in seconds on the database's clock (the
+    one that stamped ``enqueued_at``), so a host clock that differs from the database's
+    adds or removes nothing."""
     backlog: dict[str, dict[str, int]] = defaultdict(dict)
-    for lane, state, n in (
-        jobs.filter(PENDING_JOBS)
-        .values("lane", "state")
-        .annotate(n=Count("pk"))
-        .values_list("lane", "state", "n")
-    ):
-        backlog[lane][state] = n
+    if counted is None:
+        counted = pending.by_lane(jobs)
+    for lane, counts in counted.items():
+        backlog[lane] = {State.QUEUED.value: counts.queued, State.RUNNING.value: counts.running}
     ready, oldest_age_s = ready_by_lane(jobs)
     for lane, n in ready.items():
         backlog[lane]["ready"] = n
@@ -193,6 +198,13 @@ def ready_by_lane(jobs: QuerySet[Job]) -> tuple[dict[str, int], dict[str, float]
         ready[lane] = n
         oldest_age_s[lane] = max(0.0, waited_s)
     return ready, oldest_age_s
+
+
+def id_range(jobs: QuerySet[Job]) -> dict[str, int | None]:
+    """The lowest (``first``) and highest (``last``) job id, each read off an end of the
+    primary key (SQLite scans a whole index for ``MIN`` and ``MAX`` in one query)."""
+    ids = jobs.order_by().values_list("pk", flat=True)
+    return {"first": ids.order_by("pk").first(), "last": ids.order_by("-pk").first()}
 
 
 def live_workers(using: str) -> list[WorkerRow]:

@@ -3,10 +3,9 @@
 Every figure is an index probe, a count that stops at ``COUNT_CAP`` rows, or an estimate,
 so the command answers as fast beside a million queued jobs as on empty tables:
 
-- lanes with pending work are found one index probe each (a skip scan of the pending
-  jobs' ``lane_pending`` index); each lane's queued and running jobs are counted exactly
-  up to ``COUNT_CAP``, past it PostgreSQL and MariaDB give the planner's estimate (SQLite,
-  on one machine, counts on);
+- lanes with pending work and their queued and running jobs as ``pending.by_lane`` reads
+  them: one index probe per lane, counts exact up to ``COUNT_CAP``, past it PostgreSQL and
+  MariaDB give the planner's estimate (SQLite, on one machine, counts on);
 - ready jobs (at most one per queue) are counted over the ``ready`` index, the oldest aged
   on the database's clock (which stamped it), as the dashboard does;
 - queues listed are those running a job, then those whose head is ready, next to run first
@@ -27,6 +26,7 @@ from django.db.models import QuerySet
 from ..domain.states import State
 from ..engine.housekeeping import retention
 from ..store import estimates
+from . import pending
 from .activity import ready_by_lane
 from .tables import ago, table
 from .workers import WorkerRow, registered
@@ -36,13 +36,12 @@ if TYPE_CHECKING:
 
 SETTLED_COUNT_CAP = 100_000
 #: Pending jobs (of a lane, a state, a queue) are counted exactly up to this many.
-COUNT_CAP = 10_000
+COUNT_CAP = pending.COUNT_CAP
 #: Queues listed by name (running ones, then those next to run); the rest are only counted.
 QUEUES_SHOWN = 20
 #: Lanes with pending work listed at most.
-LANES_SHOWN = 100
-#: The orders of the indexes the counts walk (``lane_pending``, ``head``).
-LANE_PENDING_ORDER = ("lane", "state", "id")
+LANES_SHOWN = pending.LANES_SHOWN
+#: The order of the index the queues' counts walk (``head``).
 HEAD_ORDER = ("-priority", "position")
 
 
@@ -101,25 +100,15 @@ class Status:
 
 def collect(using: str, *, now: datetime) -> Status:
     """Read the snapshot with bounded queries: index probes, capped counts, estimates."""
-    from ..models import PENDING_JOBS, Job
+    from ..models import Job
 
     jobs = Job.objects.using(using).order_by()
-    pending = jobs.filter(PENDING_JOBS)
     ready, oldest_age_s = ready_by_lane(jobs)
-    counts: dict[str, int] = {State.QUEUED.value: 0, State.RUNNING.value: 0}
-    lanes: dict[str, dict[str, int]] = {}
-    lanes_exact: dict[str, bool] = {}
-    exact: dict[str, bool] = {}
-    for lane in estimates.distinct_values(pending, "lane", LANES_SHOWN):
-        lanes[lane] = {"ready": ready.get(lane, 0)}
-        for state in (State.QUEUED.value, State.RUNNING.value):
-            n, n_exact = estimates.count_or_estimate(
-                jobs.filter(PENDING_JOBS, lane=lane, state=state), COUNT_CAP, LANE_PENDING_ORDER
-            )
-            lanes[lane][state] = n
-            counts[state] += n
-            lanes_exact[lane] = lanes_exact.get(lane, True) and n_exact
-            exact[state] = exact.get(state, True) and n_exact
+    lanes = pending.by_lane(jobs, cap=COUNT_CAP, lanes=LANES_SHOWN)
+    counts: dict[str, int] = {
+        State.QUEUED.value: sum(lane.queued for lane in lanes.values()),
+        State.RUNNING.value: sum(lane.running for lane in lanes.values()),
+    }
     settled, settled_exact = _settled_count(jobs.filter(state=State.SETTLED))
     counts[State.SETTLED.value] = settled
 
@@ -131,18 +120,18 @@ def collect(using: str, *, now: datetime) -> Status:
         vendor=connection.vendor,
         at=now.isoformat(),
         counts=counts,
-        pending_count_exact=all(exact.values()),
+        pending_count_exact=all(lane.exact for lane in lanes.values()),
         settled_count_exact=settled_exact,
         oldest_ready_age_s=max(oldest_age_s.values(), default=None),
         lanes=[
             LaneRow(
                 lane=lane,
-                queued=values.get(State.QUEUED.value, 0),
-                running=values.get(State.RUNNING.value, 0),
-                ready=values.get("ready", 0),
+                queued=values.queued,
+                running=values.running,
+                ready=ready.get(lane, 0),
                 oldest_ready_age_s=oldest_age_s.get(lane),
                 workers=[w.worker_id for w in workers if w.alive and w.serves(lane)],
-                counts_exact=lanes_exact[lane],
+                counts_exact=values.exact,
             )
             for lane, values in sorted(lanes.items())
         ],

@@ -14,15 +14,18 @@ import django_watchdog as wd
 from django_watchdog.admin import charts
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job, Worker
-from django_watchdog.ops import activity
+from django_watchdog.ops import activity, pending
 from django_watchdog.ops.activity import Bucket
 from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
 
 DASHBOARD = "admin:django_watchdog_dashboard"
-#: The dashboard's own queries: id range, the hour, the day, backlog, ready, workers, running.
-DASHBOARD_QUERIES = 7
+#: The dashboard's own queries: the lowest and the highest id, the hour, the day, the probe
+#: that finds no further lane with pending jobs, ready, workers, running.
+DASHBOARD_QUERIES = 8
+#: And per lane with pending jobs: its probe, its queued and its running jobs counted.
+PER_PENDING_LANE = 3
 
 
 def run(job_id, decision, worker_id="w-1"):
@@ -122,8 +125,32 @@ def test_the_number_of_queries_does_not_grow_with_lanes_jobs_or_workers(admin_cl
         claim = Store().claim(worker_id="w1")
         Store().settle(claim.job.job_id, claim.claim_token, Decision.failed("E: x"))
     big_total, big = watchdog_queries()
-    assert len(empty) == len(small) == len(big) == DASHBOARD_QUERIES
-    assert empty_total == small_total == big_total
+    assert len(empty) == len(small) == DASHBOARD_QUERIES
+    assert empty_total == small_total
+    # 30 jobs in 6 lanes: an index probe and two capped counts per lane, none per job.
+    lanes = 6
+    assert len(big) == DASHBOARD_QUERIES + PER_PENDING_LANE * lanes, big
+    assert big_total == empty_total + PER_PENDING_LANE * lanes
+
+
+def test_a_lane_past_the_cap_shows_an_estimate_or_a_lower_bound(admin_client, monkeypatch):
+    """The backlog is counted up to a cap per lane and state, never in full: past it the
+    planner's estimate ("~"), or where the database gives none (SQLite) the cap ("3+")."""
+    monkeypatch.setattr(pending, "COUNT_CAP", 3)
+    for n in range(5):
+        wd.enqueue(f"j{n}", queue="q", lane="busy")
+    wd.enqueue("other", queue="o", lane="calm")
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(reverse(DASHBOARD))
+    rows = {row.lane: row for row in response.context["lane_rows"]}
+    assert (rows["calm"].queued_shown, rows["calm"].running_shown) == ("1", "0")
+    if connection.vendor == "sqlite":
+        assert rows["busy"].queued_shown == "3+"
+    else:
+        assert rows["busy"].queued_shown.startswith("~")
+    assert rows["busy"].queued_shown in response.content.decode()
+    grouped = [q["sql"] for q in captured.captured_queries if "GROUP BY" in q["sql"]]
+    assert not [sql for sql in grouped if "running" in sql and "queued" in sql], grouped
 
 
 def test_staff_with_the_view_permission_only(client, traffic):

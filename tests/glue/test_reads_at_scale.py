@@ -1,5 +1,6 @@
-"""What an operator reads stays flat as the job table grows: ``watchdog status`` and the
-admin's job and queue lists read a bounded number of job rows, whatever the backlog.
+"""What an operator reads stays flat as the job table grows: ``watchdog status``, the
+admin's job and queue lists and its dashboard read a bounded number of job rows, whatever
+the backlog.
 
 The table: ``BACKLOG`` queued jobs behind one running job (one blocked queue), a settled
 history over many queues, and a few lanes. Every statement each read runs is explained
@@ -23,7 +24,7 @@ from django.utils import timezone
 
 from django_watchdog.admin import pagination
 from django_watchdog.models import Job, Queue
-from django_watchdog.ops import status
+from django_watchdog.ops import activity, pending, status
 from tests.rows_read import job_rows_read
 
 # Committed rows, vacuumed and analyzed, as the bench builds its backlog (and as
@@ -47,6 +48,9 @@ def blocked_queue(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pagination, "EXACT_COUNT_LIMIT", CAP)
     monkeypatch.setattr(status, "COUNT_CAP", CAP, raising=False)
     monkeypatch.setattr(status, "SETTLED_COUNT_CAP", CAP)
+    monkeypatch.setattr(pending, "COUNT_CAP", CAP)
+    # The dashboard's throughput reads the newest jobs by primary key, this many.
+    monkeypatch.setattr(activity, "SCAN_JOBS", CAP)
     now = timezone.now()
     Queue.objects.bulk_create(
         [Queue(name="busy"), *(Queue(name=f"hist-{n}") for n in range(HISTORY_QUEUES))]
@@ -124,6 +128,7 @@ def test_status_reads_a_bounded_number_of_jobs() -> None:
     [
         ("admin:django_watchdog_job_changelist", b"busy-19999"),  # the newest job first
         ("admin:django_watchdog_queue_changelist", b"busy"),
+        ("admin:django_watchdog_dashboard", b"slow"),
     ],
 )
 @pytest.mark.usefixtures("blocked_queue")
