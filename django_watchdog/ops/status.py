@@ -41,8 +41,9 @@ COUNT_CAP = pending.COUNT_CAP
 QUEUES_SHOWN = 20
 #: Lanes with pending work listed at most.
 LANES_SHOWN = pending.LANES_SHOWN
-#: The order of the index the queues' counts walk (``head``).
+#: The orders of the indexes the queues' counts walk (``head``, ``queue_delayed``).
 HEAD_ORDER = ("-priority", "position")
+DELAYED_ORDER = ("queue", "run_after")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,20 +159,22 @@ def _queues(jobs: QuerySet[Job]) -> tuple[list[QueueRow], int]:
             names.append(name)
     rows = []
     for name in names:
-        # Waiting jobs (the queue-order index) and delayed ones (the due index).
+        # Waiting jobs (the queue-order index).
         # Past the cap, a lower bound: the planner cannot estimate one queue's state well
         # (it takes queue and state as independent), so "10000+" says more than a guess.
         waiting = estimates.bounded_count(
             jobs.filter(queue=name, state=State.QUEUED, delayed=False), COUNT_CAP, HEAD_ORDER
         )
-        exact = waiting <= COUNT_CAP
-        delayed = jobs.filter(queue=name, state=State.QUEUED, delayed=True).count()
+        # Delayed ones (the queue's delayed index), up to the cap as well.
+        delayed = estimates.bounded_count(
+            jobs.filter(queue=name, state=State.QUEUED, delayed=True), COUNT_CAP, DELAYED_ORDER
+        )
         rows.append(
             QueueRow(
                 queue=name,
-                queued=min(waiting, COUNT_CAP) + delayed,
+                queued=min(waiting, COUNT_CAP) + min(delayed, COUNT_CAP),
                 running=int(name in busy),
-                queued_exact=exact,
+                queued_exact=waiting <= COUNT_CAP and delayed <= COUNT_CAP,
             )
         )
     in_play = sum(
