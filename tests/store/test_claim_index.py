@@ -293,10 +293,12 @@ def _queue_a_backlog(count: int, queues: int, *, after: int) -> None:
 
 
 def _job_index_entries_read() -> int:
-    """Index entries of the job table this transaction has read so far (PostgreSQL)."""
+    """Entries of the job table's partial indexes this transaction has read so far: those
+    stale statistics call empty (PostgreSQL). The primary key's are left out: planning a
+    join on ids probes its ends, reading past the rows rolled-back tests left there."""
     ((read,),) = dialect("default").fetch(
         "SELECT COALESCE(SUM(pg_stat_get_xact_tuples_returned(indexrelid)), 0)"
-        " FROM pg_index WHERE indrelid = 'watchdog_job'::regclass"
+        " FROM pg_index WHERE indrelid = 'watchdog_job'::regclass AND indpred IS NOT NULL"
     )
     return int(read)
 

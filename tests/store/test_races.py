@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 import django_watchdog as wd
@@ -364,3 +365,24 @@ def _wait_for_a_lock_wait(
             return
         time.sleep(0.02)  # polling the server's lock graph, with a deadline
     raise AssertionError(failure)
+
+
+def test_an_enqueue_demotes_a_head_another_writer_changed_meanwhile() -> None:
+    # The head an enqueue displaces may be written meanwhile by a writer that does not take
+    # the queue's lock (a feed read numbering it does). The enqueue waits for that row, then
+    # must still take its ready flag: else the queue holds two ready jobs, and the lower one
+    # may run first.
+    wd.enqueue("low", queue="q")
+    assert Job.objects.get(job_id="low").ready
+    errors: list[BaseException] = []
+    with transaction.atomic():
+        Job.objects.filter(job_id="low").update(priority=F("priority"))  # a new row version
+        enqueuing = in_background(lambda: wd.enqueue("high", queue="q", priority=5), errors)
+        deadline = time.monotonic() + 30
+        while not _lock_waiters():
+            assert time.monotonic() < deadline, "the enqueue never waited for the head's row"
+            time.sleep(0.01)
+    enqueuing.join(timeout=30)
+    assert not errors and not enqueuing.is_alive(), errors
+    ready = dict(Job.objects.filter(queue="q").values_list("job_id", "ready"))
+    assert ready == {"low": False, "high": True}

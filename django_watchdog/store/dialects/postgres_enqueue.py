@@ -152,7 +152,7 @@ inserted AS ({insert_jobs("p.id IS NOT NULL", "input i LEFT JOIN promoted p ON p
 demoted AS (
     UPDATE watchdog_job j SET ready = FALSE
       FROM inserted i CROSS JOIN {displaced("i.queue")}
-     WHERE i.ready AND j.ctid = displaced.address AND j.ready AND j.cancellation_id IS NULL
+     WHERE i.ready AND j.id = displaced.id AND j.cancellation_id IS NULL
     RETURNING 1
 )
 SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
