@@ -16,6 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 import django_watchdog as wd
+from django_watchdog import JobConflict
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
 from django_watchdog.store.store import Store
@@ -258,6 +259,48 @@ def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready
     assert wd.queue_head(queue).job_id == head
 
 
+def test_a_taken_id_gives_back_the_queue_it_created_to_an_enqueue_waiting_for_it() -> None:
+    """An enqueue outside any transaction creates its queue, then waits on an uncommitted
+    job of its id; a third enqueue waits on that new queue. Once the id's job commits, the
+    repeat is refused and leaves no queue; the third creates the queue itself, its job
+    the head."""
+    entered, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+    refused: list[BaseException] = []
+
+    def first() -> None:
+        with transaction.atomic():
+            wd.enqueue("j", queue="elsewhere")
+            entered.set()
+            assert release.wait(10), "the test never released the first enqueue"
+
+    def repeat() -> None:
+        try:
+            wd.enqueue("j", queue="fresh")
+        except JobConflict as error:
+            refused.append(error)
+
+    def third() -> None:
+        wd.enqueue("k", queue="fresh")
+
+    threads = [in_background(first, errors)]
+    try:
+        assert entered.wait(10)
+        threads.append(in_background(repeat, errors))
+        _wait_for_a_lock_wait("the repeat did not wait for the uncommitted job")
+        threads.append(in_background(third, errors))
+        _wait_for_a_lock_wait("the third enqueue did not wait for the new queue", waiters=2)
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert not errors, errors
+    assert len(refused) == 1
+    assert Job.objects.get(job_id="j").queue == "elsewhere"
+    assert wd.queue_head("fresh").job_id == "k"
+    assert Job.objects.get(job_id="k").ready is True
+
+
 def test_a_feed_read_with_nothing_to_number_leaves_the_clock_alone() -> None:
     """Readers polling an idle feed neither lock the feed clock nor write: one reader
     holding the clock (numbering a large batch, say) does not stall the others."""
@@ -356,12 +399,13 @@ def test_enqueue_many_locks_its_queues_in_name_order_so_it_cannot_deadlock() -> 
 
 
 def _wait_for_a_lock_wait(
-    failure: str = "the second transaction never waited for the queue lock",
+    failure: str = "the second transaction never waited for the queue lock", waiters: int = 1
 ) -> None:
-    """Until another backend of this database waits on a lock; ``failure`` after 30 s."""
+    """Until ``waiters`` other backends of this database wait on a lock; ``failure`` after
+    30 s."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if _lock_waiters():
+        if _lock_waiters() >= waiters:
             return
         time.sleep(0.02)  # polling the server's lock graph, with a deadline
     raise AssertionError(failure)

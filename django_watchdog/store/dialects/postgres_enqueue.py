@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from django.db import DataError
-
 from ...conf import setting
 from .base import Dialect, Row
 from .postgres_claims import NOW, displaced
@@ -97,22 +95,20 @@ HOLD_QUEUE = """
 INSERT INTO watchdog_queue (name, created_at) VALUES (%(queue)s, %(created_at)s)
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 """
-#: Marks the error ``REFUSE_REPEAT`` raises.
-REPEAT_REFUSED = "watchdog: job id taken: "
-#: Appended to ``insert_with_heads`` after ``HOLD_QUEUE``: a job not inserted (its id was
-#: taken) into the queue ``HOLD_QUEUE`` created (its row's ``xmax`` is 0; a row it locked
-#: carries this transaction's id there) fails the statement, so the transaction writes
-#: nothing. (Into a queue that existed, it wrote nothing but a same-value update of the
-#: queue's row.) The cast fails at run time only, on a row read from the queue table.
-REFUSE_REPEAT = f"""
-UNION ALL
-SELECT CAST('{REPEAT_REFUSED}' || q.name AS bigint), NULL, NULL, NULL, NULL
-  FROM input i JOIN watchdog_queue q ON q.name = i.queue
- WHERE q.xmax = 0 AND NOT EXISTS (SELECT FROM inserted)
-"""
+#: Added to ``insert_with_heads`` after ``HOLD_QUEUE``: a job not inserted (its id was
+#: taken) into the queue ``HOLD_QUEUE`` created deletes that queue again, so the implicit
+#: transaction leaves nothing behind, and no statement fails. The queue row's ``xmax``
+#: tells which: 0 on the row ``HOLD_QUEUE`` inserted, this transaction's id on a row it
+#: locked (its same-value update). Into a queue that existed, a taken id writes nothing but
+#: that update. The caller learns of the taken id from the empty answer.
+UNDO_NEW_QUEUE = """,
+undone AS (
+    DELETE FROM watchdog_queue q
+     WHERE q.name = %(queue)s AND q.xmax = 0 AND NOT EXISTS (SELECT FROM inserted)
+)"""
 
 
-def insert_with_heads(jobs: str) -> str:
+def insert_with_heads(jobs: str, undo: str = "") -> str:
     """Second statement, for the jobs of queues that existed (locked by the first, so this
     statement's snapshot is current), or after ``HOLD_QUEUE`` for a job enqueued alone,
     into a queue held or just created: insert them and settle each queue's head.
@@ -123,7 +119,8 @@ def insert_with_heads(jobs: str) -> str:
     they must learn) are woken. The three probes are ``LIMIT 1`` subqueries, not ``NOT
     EXISTS``: PostgreSQL may turn ``NOT EXISTS`` into an anti-join that reads a whole index
     when a young table's statistics say it is tiny; a subquery with ``LIMIT`` stays a probe
-    on the queue's index entries, whatever the statistics.
+    on the queue's index entries, whatever the statistics. ``undo``, a data-modifying CTE
+    that reads ``inserted``, runs with them (``UNDO_NEW_QUEUE``).
     """
     return f"""
 WITH input AS (
@@ -154,7 +151,7 @@ demoted AS (
       FROM inserted i CROSS JOIN {displaced("i.queue")}
      WHERE i.ready AND j.id = displaced.id AND j.cancellation_id IS NULL
     RETURNING 1
-)
+){undo}
 SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
        CASE WHEN inserted.ready OR inserted.delayed THEN pg_notify(%(channel)s, inserted.lane) END
   FROM inserted
@@ -165,7 +162,7 @@ ENTER_NEW_QUEUE = enter_new_queues(QUEUE_FROM_VALUES, JOB_FROM_VALUES)
 ENTER_NEW_QUEUES = enter_new_queues(QUEUES_FROM_ARRAY, JOBS_FROM_ARRAYS)
 INSERT_WITH_HEAD = insert_with_heads(JOB_FROM_VALUES)
 INSERT_WITH_HEADS = insert_with_heads(JOBS_FROM_ARRAYS)
-INSERT_WITH_HEAD_OR_REFUSE = insert_with_heads(JOB_FROM_VALUES) + REFUSE_REPEAT
+INSERT_WITH_HEAD_OR_UNDO = insert_with_heads(JOB_FROM_VALUES, UNDO_NEW_QUEUE)
 
 
 class PostgresEnqueue(Dialect):
@@ -214,9 +211,9 @@ class PostgresEnqueue(Dialect):
         queue just created nothing else is there, so the job is its head): both sent
         together (``fetch_together``), one exchange and one implicit transaction.
 
-        A taken id inserts nothing and changes no head; into a queue created here it fails
-        the insert (``REFUSE_REPEAT``) and returns ``None``: the implicit transaction wrote
-        nothing. Inside a transaction the pipeline would cost
+        A taken id inserts nothing, changes no head and, into a queue created here, deletes
+        that queue again (``UNDO_NEW_QUEUE``): the answer is empty and the implicit
+        transaction leaves nothing behind. Inside a transaction the pipeline would cost
         more than the exchange it saves (psycopg's ``BEGIN`` is an exchange of its own)."""
         if not self.pipelined():
             return None
@@ -225,20 +222,10 @@ class PostgresEnqueue(Dialect):
             "created_at": self.param_datetime(now),
             "channel": setting("NOTIFY_CHANNEL"),
         }
-        try:
-            _, inserted = self.fetch_together(
-                [(HOLD_QUEUE, params), (INSERT_WITH_HEAD_OR_REFUSE, params)]
-            )
-        except DataError as error:
-            if not _refused(error):
-                raise
-            return None
+        _, inserted = self.fetch_together(
+            [(HOLD_QUEUE, params), (INSERT_WITH_HEAD_OR_UNDO, params)]
+        )
         return [tuple(row[:4]) for row in inserted]
-
-
-def _refused(error: DataError) -> bool:
-    """Whether ``error`` is ``REFUSE_REPEAT``'s."""
-    return REPEAT_REFUSED in str(error)
 
 
 def _by_column(per_job: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
