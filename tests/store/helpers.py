@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from django.db import connections
+import pytest
+from django.db import connection, connections
 from django.utils import timezone
 
 from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import FeedClock, Job, Queue, Worker
+from django_watchdog.store.dialects import dialect
 from django_watchdog.store.dialects.common import JOB_COLUMNS
 from django_watchdog.store.store import Partition, Store
 from tests.testapp.models import Projection
@@ -136,3 +140,31 @@ def raw_job_row(**columns: Any) -> dict[str, Any]:
         "enqueued_at": timezone.now(),
         **columns,
     }
+
+
+@contextmanager
+def pipelined_messages() -> Iterator[list[str]]:
+    """The protocol messages (``Parse``, ``Sync``, ``ErrorResponse``…) this thread's
+    connection sent and received in the block, from libpq's trace; the list fills when the
+    block ends. Skips the test unless an enqueue in autocommit is pipelined here
+    (PostgreSQL, not behind a transaction pooler)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's protocol trace")
+    if not dialect("default").pipelined():
+        pytest.skip("behind a transaction pooler an enqueue takes the transaction's way")
+    import psycopg
+
+    messages: list[str] = []
+    with tempfile.TemporaryFile() as trace:
+        pgconn = connection.connection.pgconn
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            yield messages
+        finally:
+            pgconn.untrace()
+            trace.seek(0)
+            for line in trace.read().decode().splitlines():
+                fields = line.split("\t")
+                if len(fields) > 2:  # a message's first line (an error's text may run on)
+                    messages.append(fields[2])

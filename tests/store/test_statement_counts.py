@@ -11,7 +11,6 @@ are in docs/performance.md ("Where the time goes").
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -22,9 +21,8 @@ from django.utils import timezone
 
 import django_watchdog as wd
 from django_watchdog.store.claims import Partition, new_claim_token
-from django_watchdog.store.dialects import dialect
 from django_watchdog.store.worker_store import WorkerStore
-from tests.store.helpers import DONE
+from tests.store.helpers import DONE, pipelined_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,23 +114,9 @@ def test_one_enqueue_in_autocommit_is_one_exchange_on_postgresql(queue: str) -> 
     """Outside any transaction, the queue's lock and the insert go to the server together,
     one implicit transaction (psycopg's pipeline): no ``BEGIN``, no ``COMMIT``. Counted on
     the wire (libpq's trace): each Sync or simple query is one exchange."""
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL's protocol trace")
-    if not dialect("default").pipelined():
-        pytest.skip("behind a transaction pooler an enqueue takes the transaction's way")
-    import psycopg
-
     wd.enqueue("earlier", queue="busy")
-    with tempfile.TemporaryFile() as trace:
-        pgconn = connection.connection.pgconn
-        pgconn.trace(trace.fileno())
-        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            result = wd.enqueue("new", queue=queue)
-        finally:
-            pgconn.untrace()
-        trace.seek(0)
-        sent = [line.split("\t")[2] for line in trace.read().decode().splitlines()]
+    with pipelined_messages() as sent:
+        result = wd.enqueue("new", queue=queue)
     assert result.status == "queued"
     assert result.job.ready == (queue == "fresh")
     exchanges = [message for message in sent if message in ("Sync", "Query")]
