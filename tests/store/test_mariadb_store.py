@@ -5,6 +5,7 @@ uncommitted (the race tests in ``test_races.py`` run here too)."""
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from django.db import connection, transaction
 
 import django_watchdog as wd
 from django_watchdog.domain.errors import JobConflict
-from django_watchdog.models import Job
+from django_watchdog.models import Job, Queue
 from django_watchdog.store.store import Store
 
 from .helpers import DONE, in_background
@@ -159,3 +160,36 @@ def test_a_row_inserted_without_the_id_sequence_does_not_block_later_enqueues() 
     later = Job.objects.filter(job_id__startswith="later-").order_by("position")
     assert [job.job_id for job in later] == [f"later-{n}" for n in range(5)]
     assert min(job.id for job in later) > first.id + 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_repeat_inside_the_callers_transaction_undoes_only_its_own_block() -> None:
+    """One job is one block under a savepoint of its own: a taken id rolls the block back
+    to it (the queue it created goes), the caller's earlier writes stay, the steps answer
+    the repeat, and the caller's transaction goes on."""
+    wd.enqueue("j", queue="q")
+    with transaction.atomic():
+        wd.enqueue("mine", queue="mine")
+        with pytest.raises(JobConflict):
+            wd.enqueue("j", queue="fresh")
+        assert wd.enqueue("j", queue="q").status == "duplicate"
+        assert wd.enqueue("after", queue="mine").job.ready is False
+    assert not Queue.objects.filter(name="fresh").exists()
+    mine = Job.objects.filter(queue="mine").order_by("position")
+    assert [(job.job_id, job.ready) for job in mine] == [("mine", True), ("after", False)]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("alone", [True, False], ids=["in autocommit", "in a transaction"])
+def test_a_job_that_outranks_the_ready_head_takes_its_place_in_one_block(alone: bool) -> None:
+    """The block's own head rule: the new job becomes the head and the old head loses its
+    ready flag; a job that does not outrank it, or is delayed, leaves it ready."""
+    wd.enqueue("old", queue="q")
+    later = datetime.now(UTC) + timedelta(hours=1)
+    with transaction.atomic() if not alone else nullcontext():
+        assert wd.enqueue("same", queue="q").job.ready is False
+        assert wd.enqueue("delayed", queue="q", priority=9, run_after=later).job.ready is False
+        assert wd.enqueue("urgent", queue="q", priority=5).job.ready is True
+    ready = Job.objects.filter(queue="q", ready=True).values_list("job_id", flat=True)
+    assert list(ready) == ["urgent"]
+    assert wd.queue_head("q").job_id == "urgent"

@@ -35,12 +35,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: (no RETURNING on UPDATE); the queue's next head; mark it ready; the claim's four steps
 #: (candidates, hold their queues, lock and re-read the ready jobs, take one); COMMIT.
 SETTLE_AND_CLAIM = {"postgresql": 5, "sqlite": 7, "mysql": 11}
-#: postgresql: BEGIN; create-or-lock the queue and insert; COMMIT. mysql: BEGIN; lock the
-#: queue (there is none); create it; insert (id and position from the sequence); COMMIT.
-ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4, "mysql": 5}
+#: postgresql: BEGIN; create-or-lock the queue and insert; COMMIT. mysql: BEGIN; one block
+#: that creates or locks the queue, inserts the job (id and position from the sequence) and
+#: settles its queue's head; COMMIT.
+ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4, "mysql": 3}
 #: postgresql: BEGIN; lock the queue (it exists); insert and settle its head; COMMIT.
-#: mysql: BEGIN; lock the queue; insert; the queue's head; COMMIT.
-ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5, "mysql": 5}
+#: mysql: as into a new queue.
+ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5, "mysql": 3}
 #: An idle worker's claim, every poll: one statement that takes nothing and says whether
 #: ready jobs were left (skipped queues: try again), in autocommit. mysql: the same statement
 #: (the claim's first step, which finds nothing) inside the claim's transaction: BEGIN, it,
@@ -121,6 +122,31 @@ def test_one_enqueue_in_autocommit_is_one_exchange_on_postgresql(queue: str) -> 
     assert result.job.ready == (queue == "fresh")
     exchanges = [message for message in sent if message in ("Sync", "Query")]
     assert exchanges == ["Sync"], sent
+
+
+@pytest.mark.parametrize("queue", ["fresh", "busy"], ids=["into a new queue", "into a busy one"])
+def test_one_enqueue_in_autocommit_is_one_exchange_on_mariadb(queue: str) -> None:
+    """Outside any transaction, one statement (a block with its own transaction): no
+    ``BEGIN``, no ``COMMIT``, nor the ``SET autocommit`` Django sends around a transaction
+    (which its query log does not record). Counted by the server: its session's
+    ``Questions``, every statement a client sent (those run inside a block not counted)."""
+    if connection.vendor != "mysql":
+        pytest.skip("MariaDB's session status")
+    wd.enqueue("earlier", queue="busy")
+    before = _questions()
+    with exchanges() as sent:
+        result = wd.enqueue("new", queue=queue)
+    assert _questions() - before - 1 == 1  # the second SHOW counts itself
+    assert result.status == "queued"
+    assert result.job.ready == (queue == "fresh")
+    assert len(sent) == 1 and not commits(sent), sent
+
+
+def _questions() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Questions'")
+        (_, value) = cursor.fetchone()
+    return int(value)
 
 
 def test_an_idle_workers_claim_is_one_statement() -> None:

@@ -90,10 +90,7 @@ def jobs_by_job_id(job_ids: str) -> str:
 HEAD = in_id_order(common.head(is_unset))
 MARK_READY = "UPDATE watchdog_job SET ready = TRUE WHERE id = %(id)s AND ready = FALSE"
 #: The head ``%(id)s`` displaced (by entering the order ahead of it) loses its ready flag.
-DEMOTE = """
-UPDATE watchdog_job SET ready = FALSE
- WHERE queue = %(queue)s AND ready = TRUE AND cancellation_id IS NULL AND id <> %(id)s
-"""
+DEMOTE = mariadb_enqueue.demote("%(id)s")
 
 #: The queues a page shows: the names of ``%(queues)s`` (a JSON array), compared byte for
 #: byte as the job table's queue column is (``utf8mb4_nopad_bin``, migration 0009).
@@ -266,6 +263,13 @@ class MariadbDialect(Dialect):
         statement, bound = bounded(sql)
         return self.fetch(statement, {**params, **bound})
 
+    def fetch_block(self, sql: str, params: Params) -> list[Row]:
+        """Run an anonymous block (``BEGIN NOT ATOMIC … END``): the rows of the one result
+        set it sends, if any. Its own status is read too, so an error the block raises
+        after those rows surfaces here and the connection is left ready for the next."""
+        rows: list[Row] = self.run(sql, params, _rows_then_status)
+        return rows
+
     def lock_queue(self, queue: str) -> None:
         self.locking(LOCK_QUEUE, {"queue": queue})
 
@@ -364,6 +368,10 @@ class MariadbDialect(Dialect):
     ) -> tuple[list[Row], set[str], dict[int, bool]]:
         return mariadb_enqueue.enter_jobs(self, batch, delays, now)
 
+    def enter_job_alone(self, new: NewJob, delayed: bool, now: datetime) -> list[Row] | None:
+        """One statement, one exchange: ``mariadb_enqueue.ENTER_JOB_ALONE``."""
+        return mariadb_enqueue.enter_job_alone(self, new, delayed, now)
+
     # time-driven changes
 
     def due_delayed(self, at: Any, limit: int) -> list[Row]:
@@ -414,3 +422,11 @@ class MariadbDialect(Dialect):
             if parameter == "idle_in_transaction_session_timeout":
                 seconds = max(1, -(-int(value) // 1000))
                 self.execute(IDLE_TRANSACTION_TIMEOUT, {"seconds": seconds})
+
+
+def _rows_then_status(cursor: Any) -> list[Row]:
+    rows = list(cursor.fetchall()) if cursor.description else []
+    while cursor.nextset():
+        if cursor.description:
+            rows.extend(cursor.fetchall())
+    return rows

@@ -1,5 +1,17 @@
 """MariaDB's enqueue: hold the queues, insert the new ids, settle the heads.
 
+One job (``enqueue()``, the common call) is one statement, one exchange with the server: an
+anonymous block (``BEGIN NOT ATOMIC``, ``ENTER_JOB``) that does on the server what the steps
+below do, under a savepoint of its own inside the caller's transaction, or as a transaction
+of its own for a caller in autocommit (``ENTER_JOB_ALONE``, with ``START TRANSACTION`` and
+``COMMIT``). It holds the queue (``HOLD_QUEUE``: creates it, or locks its row), decides from
+what the queue holds after that lock whether the job becomes its head (``PROMOTED``), inserts
+it so, and takes the ready flag of a head it displaces. Any error undoes the block's writes
+before it reaches the client (its handler rolls back to the savepoint, or the transaction);
+a repeated id then takes the steps' way, which answers it.
+
+A batch, or a job whose statements must be bounded (``waits``), takes the steps:
+
 1. the batch's queues, locked in name order (``lock_queues``), the missing ones inserted; a
    concurrent creator makes that insert wait, then fail with 1062: the step is repeated;
 2. the jobs inserted with ``INSERT … RETURNING`` (MariaDB 10.5), each taking its id from the
@@ -16,10 +28,19 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError
+from django.db import DatabaseError, IntegrityError
 
+from .. import waits
 from .base import Row, in_clause
-from .mariadb_terms import DUPLICATE_KEY, NEXT_ID, NOW, error_code, quoted
+from .mariadb_terms import (
+    DEADLOCK,
+    DUPLICATE_KEY,
+    LOCK_WAIT_TIMEOUT,
+    NEXT_ID,
+    NOW,
+    error_code,
+    quoted,
+)
 from .new_heads import best_new_jobs
 
 if TYPE_CHECKING:
@@ -58,24 +79,110 @@ def create_queues(count: int) -> str:
     return f"INSERT INTO watchdog_queue (name, created_at) VALUES {values(CREATE_QUEUE_ROW, count)}"
 
 
-@lru_cache(maxsize=128)
-def insert_jobs(count: int) -> str:
-    """Insert ``count`` jobs, each ``ready`` as given, their ids drawn from the job id
-    sequence in row order. A job in its queue's order takes its id as its position (a
-    value refers to the row's columns set before it); a delayed job has none yet."""
-    columns = ", ".join(quoted(name) for name in INSERT_JOB_ROW)
-    rows = ", ".join(
-        f"({NEXT_ID}, "
-        + ", ".join(f"%({name}_{n})s" for name in INSERT_JOB_ROW)
-        + f", CASE WHEN %(delayed_{n})s THEN NULL ELSE id END, 'queued', 0, 0, {NOW})"
-        for n in range(count)
+def job_row(ready: str, suffix: str = "") -> str:
+    """One row of ``insert_job_rows``: the job's values (``%(<name><suffix>)s``), ``ready``
+    as the expression ``ready`` says, its id drawn from the job id sequence. A job in its
+    queue's order takes its id as its position (a value refers to the row's columns set
+    before it); a delayed job has none yet."""
+    values = ", ".join(f"%({name}{suffix})s" for name in INSERT_JOB_ROW[:-1])
+    delayed = f"%(delayed{suffix})s"
+    return (
+        f"({NEXT_ID}, {values}, {ready}, CASE WHEN {delayed} THEN NULL ELSE id END,"
+        f" 'queued', 0, 0, {NOW})"
     )
+
+
+def insert_job_rows(rows: str) -> str:
+    """Insert the job ``rows`` (``job_row``s, inserted and numbered in order)."""
+    columns = ", ".join(quoted(name) for name in INSERT_JOB_ROW)
     return f"""
 INSERT INTO watchdog_job
     (id, {columns}, position, state, recovery_count, attempts, enqueued_at)
 VALUES {rows}
 RETURNING id, job_id, enqueued_at, ready
 """
+
+
+@lru_cache(maxsize=128)
+def insert_jobs(count: int) -> str:
+    """Insert ``count`` jobs (``%(<name>_<n>)s``), each ``ready`` as given."""
+    return insert_job_rows(", ".join(job_row(f"%(ready_{n})s", f"_{n}") for n in range(count)))
+
+
+def demote(other_than: str) -> str:
+    """The queue ``%(queue)s``'s ready jobs but ``other_than`` (an id) lose their ready
+    flag: a head another took the place of. Through the ``(queue, ready)`` index: left to
+    itself, the optimizer weighs a dozen indexes on ``queue`` and ``state`` first, which
+    costs more than the update."""
+    return f"""
+UPDATE watchdog_job FORCE INDEX (watchdog_job_ready) SET ready = FALSE
+ WHERE queue = %(queue)s AND ready = TRUE AND cancellation_id IS NULL AND id <> {other_than}
+"""
+
+
+#: ``ENTER_JOB``'s first step: create the queue, or lock its row if it exists (a duplicate
+#: key locks the row it meets, then updates it to the same value, which writes nothing). A
+#: concurrent creator waits for ours, then locks the row ours committed: never 1062.
+HOLD_QUEUE = """
+INSERT INTO watchdog_queue (name, created_at) VALUES (%(queue)s, %(created_at)s)
+    ON DUPLICATE KEY UPDATE name = name
+"""
+#: Whether the job, unless delayed, becomes its held queue's head, as ``refresh_head``
+#: would decide once it is in: nothing runs or waits to retry there, and no queued job
+#: ranks at least as high (older jobs win ties, and every job there is older). Read after
+#: the lock, so at READ COMMITTED it sees what the lock's previous holder committed. Each
+#: probe names its index, which a queue's few rows make a dive: weighing the table's other
+#: indexes on these columns cost the server more than the probes.
+PROMOTED = """
+SET promoted = NOT %(delayed)s
+    AND NOT EXISTS (
+        SELECT 1 FROM watchdog_job FORCE INDEX (watchdog_job_head)
+         WHERE queue = %(queue)s
+           AND (state = 'running'
+                OR state = 'queued' AND `delayed` = FALSE AND priority >= %(priority)s))
+    AND NOT EXISTS (
+        SELECT 1 FROM watchdog_job FORCE INDEX (watchdog_job_retrying)
+         WHERE queue = %(queue)s AND state = 'queued' AND retry_at IS NOT NULL)
+"""
+#: The id ``INSERT_JOB`` drew, in the same session.
+LAST_ID = "PREVIOUS VALUE FOR watchdog_job_id_seq"
+INSERT_JOB = insert_job_rows(job_row("promoted"))
+#: Errors that may have rolled back the caller's whole transaction, savepoints and all: a
+#: deadlock (its victim's), and a lock wait that ran out where ``innodb_rollback_on_timeout``
+#: is on (off, the default, it rolls back the one statement, as the steps' way leaves it).
+#: The block then goes to no savepoint: it passes the error on as it came.
+TRANSACTION_MAY_BE_GONE = f"DECLARE EXIT HANDLER FOR {DEADLOCK}, {LOCK_WAIT_TIMEOUT} RESIGNAL;"
+
+
+def enter_job_block(begin: str, undo: str, end: str, passed_on: str = "") -> str:
+    """``HOLD_QUEUE``, ``PROMOTED``, ``INSERT_JOB`` and the demotion of a displaced head, in
+    one anonymous block between ``begin`` and ``end``; an error runs ``undo`` first, but for
+    the errors the handler ``passed_on`` declares. Only ``INSERT_JOB`` sends rows (its
+    ``RETURNING``)."""
+    return f"""
+BEGIN NOT ATOMIC
+    DECLARE promoted BOOLEAN;
+    {passed_on}
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN {undo}; RESIGNAL; END;
+    {begin};
+    {HOLD_QUEUE};
+    {PROMOTED};
+    {INSERT_JOB};
+    IF promoted THEN {demote(LAST_ID)}; END IF;
+    {end};
+END
+"""
+
+
+#: One job inside the caller's transaction: under a savepoint of its own.
+ENTER_JOB = enter_job_block(
+    "SAVEPOINT watchdog_enqueue",
+    "ROLLBACK TO SAVEPOINT watchdog_enqueue",
+    "RELEASE SAVEPOINT watchdog_enqueue",
+    TRANSACTION_MAY_BE_GONE,
+)
+#: One job for a caller in autocommit: a transaction of its own.
+ENTER_JOB_ALONE = enter_job_block("START TRANSACTION", "ROLLBACK", "COMMIT")
 
 
 @lru_cache(maxsize=128)
@@ -89,11 +196,57 @@ def enter_jobs(
     """Hold (lock or create) the batch's queues in name order, insert the jobs whose
     ids are new, and settle the heads of the queues that existed.
 
+    One job is one statement (``ENTER_JOB``), unless its id is taken: the block undid its
+    writes, and the steps answer the repeat. The queues created are named for a repeat's
+    undoing only (``store.enqueue``): ``ENTER_JOB`` takes none, so it names none.
+
     A repeated id is never inserted: one stored before is left out; one a concurrent
     transaction inserts (uncommitted) makes the insert wait, then fail with 1062 once
     it commits, upon which the stored ids are read again and the rest inserted (the
     failed statement alone is rolled back). Nothing uses ``INSERT IGNORE``.
     """
+    if len(batch) == 1 and waits.limit() is None:
+        try:
+            return enter_job(dialect, ENTER_JOB, batch[0], delays[0], now), set(), {}
+        except IntegrityError as error:
+            if error_code(error) != DUPLICATE_KEY:
+                raise
+    return _enter_in_steps(dialect, batch, delays, now)
+
+
+def enter_job_alone(
+    dialect: MariadbDialect, new: NewJob, delayed: bool, now: datetime
+) -> list[Row] | None:
+    """``ENTER_JOB_ALONE``, for a caller in autocommit: the row inserted, none if the id
+    was taken. ``None`` (nothing written) where the steps must run instead: a bounded
+    block (``waits``), an id the sequence gave that a row has (``_pass_every_stored_id``),
+    a deadlock (``enqueue_many`` runs its transaction again)."""
+    if waits.limit() is not None:
+        return None
+    try:
+        return enter_job(dialect, ENTER_JOB_ALONE, new, delayed, now)
+    except IntegrityError as error:
+        if error_code(error) != DUPLICATE_KEY:
+            raise
+        return None if _on_the_primary_key(error) else []
+    except DatabaseError as error:
+        if error_code(error) != DEADLOCK:
+            raise
+        return None
+
+
+def enter_job(
+    dialect: MariadbDialect, block: str, new: NewJob, delayed: bool, now: datetime
+) -> list[Row]:
+    """Run ``block`` (``ENTER_JOB`` or ``ENTER_JOB_ALONE``) for ``new``: its row."""
+    params = {**dialect.job_values(new, delayed), "created_at": dialect.param_datetime(now)}
+    return [tuple(row) for row in dialect.fetch_block(block, params)]
+
+
+def _enter_in_steps(
+    dialect: MariadbDialect, batch: Sequence[NewJob], delays: Sequence[bool], now: datetime
+) -> tuple[list[Row], set[str], dict[int, bool]]:
+    """``enter_jobs`` statement by statement (the module docstring's steps)."""
     created = _hold_queues(dialect, sorted({new.queue for new in batch}), now)
     first: dict[str, int] = {}
     for index, new in enumerate(batch):

@@ -13,6 +13,8 @@ NOW = "UTC_TIMESTAMP(6)"
 #: PostgreSQL's, it is not rolled back with its transaction: gaps are fine.
 NEXT_ID = "NEXT VALUE FOR watchdog_job_id_seq"
 DUPLICATE_KEY = 1062
+#: ``innodb_lock_wait_timeout`` ran out (``waits``).
+LOCK_WAIT_TIMEOUT = 1205
 #: InnoDB rolled the whole transaction back to end a deadlock (``store.deadlocks``).
 DEADLOCK = 1213
 
