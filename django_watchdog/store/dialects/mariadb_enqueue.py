@@ -121,21 +121,23 @@ UPDATE watchdog_job FORCE INDEX (watchdog_job_ready) SET ready = FALSE
 
 
 #: ``ENTER_JOB``'s first step: create the queue, or lock its row if it exists (a duplicate
-#: key locks the row it meets, then updates it to the same value, which writes nothing). A
-#: concurrent creator waits for ours, then locks the row ours committed: never 1062.
+#: key locks the row it meets). Only for a row that existed does the update clause run: it
+#: notes so in ``@watchdog_queue_held`` (set false just before) and writes the same name,
+#: which writes nothing. A concurrent creator waits for ours, then locks the row ours
+#: committed: never 1062.
 HOLD_QUEUE = """
 INSERT INTO watchdog_queue (name, created_at) VALUES (%(queue)s, %(created_at)s)
-    ON DUPLICATE KEY UPDATE name = name
+    ON DUPLICATE KEY UPDATE name = IF(@watchdog_queue_held := TRUE, name, name)
 """
-#: Whether the job, unless delayed, becomes its held queue's head, as ``refresh_head``
-#: would decide once it is in: nothing runs or waits to retry there, and no queued job
-#: ranks at least as high (older jobs win ties, and every job there is older). Read after
-#: the lock, so at READ COMMITTED it sees what the lock's previous holder committed. Each
-#: probe names its index, which a queue's few rows make a dive: weighing the table's other
-#: indexes on these columns cost the server more than the probes.
+#: Whether the job becomes the head of its queue, which existed (a queue ``HOLD_QUEUE``
+#: created holds nothing else: its job is its head), as ``refresh_head`` would decide once
+#: it is in: nothing runs or waits to retry there, and no queued job ranks at least as high
+#: (older jobs win ties, and every job there is older). Read after the lock, so at READ
+#: COMMITTED it sees what the lock's previous holder committed. Each probe names its index,
+#: which makes it a dive into the queue's entries: the optimizer's weighing of the table's
+#: other indexes on these columns costs the server more than the probes.
 PROMOTED = """
-SET promoted = NOT %(delayed)s
-    AND NOT EXISTS (
+SET promoted = NOT EXISTS (
         SELECT 1 FROM watchdog_job FORCE INDEX (watchdog_job_head)
          WHERE queue = %(queue)s
            AND (state = 'running'
@@ -155,20 +157,22 @@ TRANSACTION_MAY_BE_GONE = f"DECLARE EXIT HANDLER FOR {DEADLOCK}, {LOCK_WAIT_TIME
 
 
 def enter_job_block(begin: str, undo: str, end: str, passed_on: str = "") -> str:
-    """``HOLD_QUEUE``, ``PROMOTED``, ``INSERT_JOB`` and the demotion of a displaced head, in
-    one anonymous block between ``begin`` and ``end``; an error runs ``undo`` first, but for
-    the errors the handler ``passed_on`` declares. Only ``INSERT_JOB`` sends rows (its
+    """``HOLD_QUEUE``, then into a queue that existed ``PROMOTED``, ``INSERT_JOB``, and the
+    demotion of a head the job displaced, in one anonymous block between ``begin`` and
+    ``end``; an error runs ``undo`` first, but for the errors the handler ``passed_on``
+    declares. A delayed job is never promoted. Only ``INSERT_JOB`` sends rows (its
     ``RETURNING``)."""
     return f"""
 BEGIN NOT ATOMIC
-    DECLARE promoted BOOLEAN;
+    DECLARE promoted BOOLEAN DEFAULT NOT %(delayed)s;
     {passed_on}
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN {undo}; RESIGNAL; END;
     {begin};
+    SET @watchdog_queue_held = FALSE;
     {HOLD_QUEUE};
-    {PROMOTED};
+    IF promoted AND @watchdog_queue_held THEN {PROMOTED}; END IF;
     {INSERT_JOB};
-    IF promoted THEN {demote(LAST_ID)}; END IF;
+    IF promoted AND @watchdog_queue_held THEN {demote(LAST_ID)}; END IF;
     {end};
 END
 """
