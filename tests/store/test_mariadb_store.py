@@ -193,3 +193,39 @@ def test_a_job_that_outranks_the_ready_head_takes_its_place_in_one_block(alone: 
     ready = Job.objects.filter(queue="q", ready=True).values_list("job_id", flat=True)
     assert list(ready) == ["urgent"]
     assert wd.queue_head("q").job_id == "urgent"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_calls_the_procedure_and_sends_the_block_where_it_is_missing() -> None:
+    """Migration 0014's procedure runs the one-job enqueue; on a connection where it is
+    missing (a dump without routines, tables built from the models), the same block is
+    sent instead, with the same results, in autocommit and in a transaction."""
+    from importlib import import_module
+
+    from django.db.migrations.executor import MigrationExecutor
+    from django.test.utils import CaptureQueriesContext
+
+    migration = import_module("django_watchdog.migrations.0014_mariadb_enter_job")
+    with CaptureQueriesContext(connection) as captured:
+        assert wd.enqueue("called", queue="q").job.ready is True
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["CALL"]
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP PROCEDURE {migration.NAME}")
+    try:
+        connection.close()  # a new connection asks for the procedure again
+        with CaptureQueriesContext(connection) as captured:
+            assert wd.enqueue("sent", queue="q").job.ready is False
+            with transaction.atomic():
+                assert wd.enqueue("fresh", queue="fresh").job.ready is True
+                assert wd.enqueue("urgent", queue="q", priority=5).job.ready is True
+        sent = [" ".join(str(q["sql"]).split()) for q in captured.captured_queries]
+        blocks = [text for text in sent if text.startswith("BEGIN NOT ATOMIC")]
+        # The failed CALL (logged without its text), then blocks only; BEGIN and COMMIT.
+        assert len(blocks) == 3 and len(sent) == 6, sent
+        assert not any(text.startswith("CALL") for text in sent), sent
+    finally:
+        with connection.schema_editor() as editor:
+            migration.forwards(MigrationExecutor(connection).loader.project_state().apps, editor)
+        connection.close()
+    ready = Job.objects.filter(ready=True).order_by("job_id").values_list("job_id", flat=True)
+    assert list(ready) == ["fresh", "urgent"]

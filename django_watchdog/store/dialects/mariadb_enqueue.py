@@ -1,14 +1,17 @@
 """MariaDB's enqueue: hold the queues, insert the new ids, settle the heads.
 
-One job (``enqueue()``, the common call) is one statement, one exchange with the server: an
-anonymous block (``BEGIN NOT ATOMIC``, ``ENTER_JOB``) that does on the server what the steps
-below do, under a savepoint of its own inside the caller's transaction, or as a transaction
-of its own for a caller in autocommit (``ENTER_JOB_ALONE``, with ``START TRANSACTION`` and
-``COMMIT``). It holds the queue (``HOLD_QUEUE``: creates it, or locks its row), decides from
-what the queue holds after that lock whether the job becomes its head (``PROMOTED``), inserts
-it so, and takes the ready flag of a head it displaces. Any error undoes the block's writes
-before it reaches the client (its handler rolls back to the savepoint, or the transaction);
-a repeated id then takes the steps' way, which answers it.
+One job (``enqueue()``, the common call) is one statement, one exchange with the server: a
+``CALL`` of the procedure migration 0014 stores (``CALL_ENTER_JOB``), or where it is missing
+the same body as an anonymous block (``BEGIN NOT ATOMIC``, ``ENTER_JOB``), that does on the
+server what the steps below do, under a savepoint of its own inside the caller's
+transaction, or as a transaction of its own for a caller in autocommit (``ENTER_JOB_ALONE``,
+with ``START TRANSACTION`` and ``COMMIT``). It holds the queue (``HOLD_QUEUE``: creates it,
+or locks its row), decides from what the queue holds after that lock whether the job
+becomes its head (``PROMOTED``), inserts it so, and takes the ready flag of a head it
+displaces. Any error undoes the block's writes before it reaches the client (its handler
+rolls back to the savepoint, or the transaction); a repeated id then takes the steps' way,
+which answers it. The migration's body and ``ENTER_JOB``'s must say the same: a test
+compares what each does.
 
 A batch, or a job whose statements must be bounded (``waits``), takes the steps:
 
@@ -239,11 +242,41 @@ def enter_job_alone(
         return None
 
 
+#: The block as the procedure migration ``0014_mariadb_enter_job`` stores it (parsed once
+#: per connection, where the server parses a block on every call): ``%(alone)s`` picks
+#: ``ENTER_JOB_ALONE``'s form or ``ENTER_JOB``'s.
+CALL_ENTER_JOB = """
+CALL watchdog_enter_job(
+    %(alone)s, %(job_id)s, %(queue)s, %(lane)s, %(priority)s, %(payload)s, %(max_recoveries)s,
+    %(delayed)s, %(run_after)s, %(retry_policy)s, %(timeout)s, %(trace_context)s, %(created_at)s)
+"""
+#: Why a ``CALL`` found no procedure to run, whereupon the block runs instead: it does not
+#: exist (a database built from the models, a dump without its routines), the user may not
+#: execute it, or it takes other arguments (the code is newer than the migrations applied).
+NO_PROCEDURE = (1305, 1370, 1318)
+
+
 def enter_job(
     dialect: MariadbDialect, block: str, new: NewJob, delayed: bool, now: datetime
 ) -> list[Row]:
-    """Run ``block`` (``ENTER_JOB`` or ``ENTER_JOB_ALONE``) for ``new``: its row."""
-    params = {**dialect.job_values(new, delayed), "created_at": dialect.param_datetime(now)}
+    """Run ``block`` (``ENTER_JOB`` or ``ENTER_JOB_ALONE``) for ``new``, as the procedure
+    where the connection has it: its row. A ``CALL`` that finds no procedure ran nothing
+    (the caller's transaction is as it was); the connection then sends the block."""
+    params = {
+        **dialect.job_values(new, delayed),
+        "created_at": dialect.param_datetime(now),
+        "alone": block is ENTER_JOB_ALONE,
+    }
+    connection = dialect.connection
+    connection.ensure_connection()
+    # Kept per connection to the server (``connection.connection``): a new one asks again.
+    if getattr(connection, "_watchdog_without_procedure", None) is not connection.connection:
+        try:
+            return [tuple(row) for row in dialect.fetch_block(CALL_ENTER_JOB, params)]
+        except DatabaseError as error:
+            if error_code(error) not in NO_PROCEDURE:
+                raise
+            connection._watchdog_without_procedure = connection.connection
     return [tuple(row) for row in dialect.fetch_block(block, params)]
 
 
