@@ -1,4 +1,4 @@
-"""MariaDB without the enqueue procedure (migration 0014): the enqueue and queue-head tests
+"""MariaDB without the enqueue procedure (migration 0015): the enqueue and queue-head tests
 again, inside the test's transaction, each connection sending the anonymous block the
 procedure's body was copied from (``test_mariadb_enqueue_block_autocommit``: the same in
 autocommit). The block and the procedure must do the same."""

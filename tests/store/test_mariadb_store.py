@@ -197,7 +197,7 @@ def test_a_job_that_outranks_the_ready_head_takes_its_place_in_one_block(alone: 
 
 @pytest.mark.django_db(transaction=True)
 def test_an_enqueue_calls_the_procedure_and_sends_the_block_where_it_is_missing() -> None:
-    """Migration 0014's procedure runs the one-job enqueue; on a connection where it is
+    """Migration 0015's procedure runs the one-job enqueue; on a connection where it is
     missing (a dump without routines, tables built from the models), the same block is
     sent instead, with the same results, in autocommit and in a transaction."""
     from importlib import import_module
@@ -205,7 +205,7 @@ def test_an_enqueue_calls_the_procedure_and_sends_the_block_where_it_is_missing(
     from django.db.migrations.executor import MigrationExecutor
     from django.test.utils import CaptureQueriesContext
 
-    migration = import_module("django_watchdog.migrations.0014_mariadb_enter_job")
+    migration = import_module("django_watchdog.migrations.0015_mariadb_enter_job")
     with CaptureQueriesContext(connection) as captured:
         assert wd.enqueue("called", queue="q").job.ready is True
     assert [q["sql"].split()[0] for q in captured.captured_queries] == ["CALL"]

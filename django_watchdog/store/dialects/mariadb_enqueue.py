@@ -1,7 +1,7 @@
 """MariaDB's enqueue: hold the queues, insert the new ids, settle the heads.
 
 One job (``enqueue()``, the common call) is one statement, one exchange with the server: a
-``CALL`` of the procedure migration 0014 stores (``CALL_ENTER_JOB``), or where it is missing
+``CALL`` of the procedure migration 0015 stores (``CALL_ENTER_JOB``), or where it is missing
 the same body as an anonymous block (``BEGIN NOT ATOMIC``, ``ENTER_JOB``), that does on the
 server what the steps below do, under a savepoint of its own inside the caller's
 transaction, or as a transaction of its own for a caller in autocommit (``ENTER_JOB_ALONE``,
@@ -242,7 +242,7 @@ def enter_job_alone(
         return None
 
 
-#: The block as the procedure migration ``0014_mariadb_enter_job`` stores it (parsed once
+#: The block as the procedure migration ``0015_mariadb_enter_job`` stores it (parsed once
 #: per connection, where the server parses a block on every call): ``%(alone)s`` picks
 #: ``ENTER_JOB_ALONE``'s form or ``ENTER_JOB``'s.
 CALL_ENTER_JOB = """

@@ -98,7 +98,7 @@ def backwards(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_watchdog', '0013_lane_pending_by_outcome'),
+        ('django_watchdog', '0014_job_queue_delayed_index'),
     ]
 
     operations = [
