@@ -1,4 +1,5 @@
-"""Procrastinate on its own PostgreSQL database (bench_procrastinate), psycopg 3 connector."""
+"""Procrastinate on its own PostgreSQL database (bench_procrastinate, plus BENCH_DB_SUFFIX as
+bench.bench names it), psycopg 3 connector."""
 
 import os
 
@@ -7,7 +8,9 @@ from procrastinate import App, PsycopgConnector
 from ..stamp import stamp
 
 DSN = os.environ.get(
-    "BENCH_PROCRASTINATE_DSN", "postgresql://postgres@127.0.0.1:5432/bench_procrastinate"
+    "BENCH_PROCRASTINATE_DSN",
+    "postgresql://postgres@127.0.0.1:5432/bench_procrastinate"
+    + os.environ.get("BENCH_DB_SUFFIX", ""),
 )
 
 app = App(connector=PsycopgConnector(conninfo=DSN))
