@@ -11,8 +11,8 @@ from typing import NamedTuple
 from django.db import transaction
 
 from ..domain.states import State
-from ..models import Job, Worker
-from . import deadlocks
+from ..models import PENDING_JOBS, Job, Worker
+from . import deadlocks, estimates
 from .clock import DatabaseClock
 from .dialects import dialect
 
@@ -96,17 +96,20 @@ def cancellations(using: str, job_ids: Iterable[str]) -> set[str]:
     )
 
 
-def lanes_without_handler(using: str, handled: Sequence[str]) -> list[str]:
-    """Lanes with queued jobs that no handler in ``handled`` serves."""
+#: Lanes with queued jobs a starting worker looks at, at most.
+LANES_LOOKED_AT = 1_000
 
-    return sorted(
-        Job.objects.using(using)
-        .filter(state=State.QUEUED)
-        .exclude(lane__in=handled)
-        .order_by()
-        .values_list("lane", flat=True)
-        .distinct()
-    )
+
+def lanes_without_handler(using: str, handled: Sequence[str]) -> list[str]:
+    """Lanes with queued jobs that no handler in ``handled`` serves: the queued jobs'
+    lanes, one index probe each (a skip scan), never a DISTINCT over every queued job."""
+    queued = Job.objects.using(using).filter(PENDING_JOBS, state=State.QUEUED)
+    served = set(handled)
+    return [
+        lane
+        for lane in estimates.distinct_values(queued, "lane", LANES_LOOKED_AT)
+        if lane not in served
+    ]
 
 
 def on_host(using: str, host: str) -> list[Registered]:
