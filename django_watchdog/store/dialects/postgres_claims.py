@@ -122,33 +122,17 @@ PRIOR = common.PRIOR
 HEAD = common.head(is_unset)
 
 
-def displaced(queue: str, also: str = "") -> str:
-    """The head a new head of ``queue`` displaces, by its id: the queue's best queued job
-    (``also`` leaves some out), as no job runs or waits to retry there when a new job takes
-    the head. Found through the ``head`` index, and updated by its id, without asking for
-    ``ready`` (it may already be off): a statement that asked for the queue's ready job let
-    the planner walk every ready job in a claim index when statistics gathered with none
-    ready called those indexes empty. Not by its address either: a writer that changed the
-    row meanwhile without the queue's lock (a feed read numbering it) gives it a new one,
-    and the update would pass it over."""
-    return f"""LATERAL (
-        SELECT r.id FROM watchdog_job r
-         WHERE r.queue = {queue} AND r.state = 'queued' AND r.delayed = FALSE{also}
-         ORDER BY r.priority DESC, r.position
-         LIMIT 1) AS displaced"""
-
-
 def refresh(head: str, only_if: str = "", *, displaces: bool = True) -> str:
     """Common table expressions that make ``head`` (a ``common.head`` row) ready and waken
     its lane's workers (unless in ``%(quiet_lanes)s``), and, with ``displaces``, take the
     ready flag from the head it displaced if ``head`` is one of ``%(entered)s``; ``only_if``
     makes it conditional."""
-    demoted = f""",
+    demoted = """,
 demoted AS (
-    UPDATE watchdog_job SET ready = FALSE
-      FROM head CROSS JOIN {displaced("%(queue)s", " AND r.id <> ALL(%(entered)s::bigint[])")}
-     WHERE watchdog_job.id = displaced.id AND watchdog_job.cancellation_id IS NULL
-       AND head.rank <> 0 AND head.id = ANY(%(entered)s::bigint[])
+    UPDATE watchdog_job SET ready = FALSE FROM head
+     WHERE watchdog_job.queue = %(queue)s AND watchdog_job.ready
+       AND watchdog_job.cancellation_id IS NULL
+       AND watchdog_job.id <> head.id AND head.rank <> 0 AND head.id = ANY(%(entered)s::bigint[])
     RETURNING 1
 )"""
     return f"""

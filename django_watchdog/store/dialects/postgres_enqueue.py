@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...conf import setting
 from .base import Dialect, Row
-from .postgres_claims import NOW, displaced
+from .postgres_claims import NOW
 
 if TYPE_CHECKING:
     from ..enqueue import NewJob
@@ -147,9 +147,8 @@ promoted AS (
 ),
 inserted AS ({insert_jobs("p.id IS NOT NULL", "input i LEFT JOIN promoted p ON p.id = i.id")}),
 demoted AS (
-    UPDATE watchdog_job j SET ready = FALSE
-      FROM inserted i CROSS JOIN {displaced("i.queue")}
-     WHERE i.ready AND j.id = displaced.id AND j.cancellation_id IS NULL
+    UPDATE watchdog_job j SET ready = FALSE FROM inserted i
+     WHERE i.ready AND j.queue = i.queue AND j.ready AND j.cancellation_id IS NULL
     RETURNING 1
 ){undo}
 SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
