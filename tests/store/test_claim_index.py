@@ -228,17 +228,7 @@ def test_a_claim_takes_its_picked_jobs_by_address_whatever_the_statistics_say() 
     # settled, they say no job is queued, so the planner once walked every queued job
     # (the lane_pending index) to find the one the claim had picked, a cost growing with
     # the backlog. The picked row is taken by its address (a TID scan) instead.
-    now = timezone.now()
-    Queue.objects.bulk_create([Queue(name=f"q{index}") for index in range(QUEUES)])
-    settled = dict(state="settled", outcome="completed", enqueued_at=now, settled_at=now)
-    Job.objects.bulk_create(
-        [
-            Job(job_id=f"done-{n}", queue=f"q{n % QUEUES}", lane="mail", position=n, **settled)
-            for n in range(1, SETTLED)
-        ],
-        batch_size=1_000,
-    )
-    _analyze()
+    _analyzed_when_every_job_had_settled(QUEUES)
     _queue_a_backlog(QUEUES * QUEUED_PER_QUEUE, QUEUES, after=SETTLED)
     for lanes in ((), ("mail",)):
         claim = _without_the_probe(_plan(lanes, ()))
@@ -271,7 +261,28 @@ def test_a_claim_reuses_its_plan_with_fresh_statistics() -> None:
     assert generic >= 3 and custom <= 5, rows
 
 
-def _queue_a_backlog(count: int, queues: int, *, after: int) -> None:
+def _analyzed_when_every_job_had_settled(queues: int, prefix: str = "q") -> None:
+    """``queues`` queues (``q0``…) with a settled history of lane ``mail``, analyzed."""
+    now = timezone.now()
+    Queue.objects.bulk_create([Queue(name=f"{prefix}{index}") for index in range(queues)])
+    settled = dict(state="settled", outcome="completed", enqueued_at=now, settled_at=now)
+    Job.objects.bulk_create(
+        [
+            Job(
+                job_id=f"done-{n}",
+                queue=f"{prefix}{n % queues}",
+                lane="mail",
+                position=n,
+                **settled,
+            )
+            for n in range(1, SETTLED)
+        ],
+        batch_size=1_000,
+    )
+    _analyze()
+
+
+def _queue_a_backlog(count: int, queues: int, *, after: int, prefix: str = "q") -> None:
     """``count`` queued jobs of lane ``mail`` over ``queues`` queues (``q0``…), positioned
     after ``after``; the first of each queue ready."""
     now = timezone.now()
@@ -279,7 +290,7 @@ def _queue_a_backlog(count: int, queues: int, *, after: int) -> None:
         [
             Job(
                 job_id=f"wait-{n}",
-                queue=f"q{n % queues}",
+                queue=f"{prefix}{n % queues}",
                 lane="mail",
                 state="queued",
                 ready=n < queues,
@@ -320,32 +331,8 @@ def test_a_settle_and_an_enqueue_read_a_few_jobs_whatever_the_statistics_say() -
     # jobs: a drain of 10,000 jobs went from 3,200 to 560 jobs/s. (The head an enqueue
     # displaces is still found among the ready jobs: a claim index may be walked for it.)
     queues, per_queue = 1_000, 4
-    now = timezone.now()
-    Queue.objects.bulk_create([Queue(name=f"stale-{index}") for index in range(queues)])
-    settled = dict(state="settled", outcome="completed", enqueued_at=now, settled_at=now)
-    Job.objects.bulk_create(
-        [
-            Job(job_id=f"done-{n}", queue=f"stale-{n % queues}", lane="mail", position=n, **settled)
-            for n in range(1, SETTLED)
-        ],
-        batch_size=1_000,
-    )
-    _analyze()
-    Job.objects.bulk_create(
-        [
-            Job(
-                job_id=f"wait-{n}",
-                queue=f"stale-{n % queues}",
-                lane="mail",
-                state="queued",
-                ready=n < queues,
-                position=SETTLED + n + 1,
-                enqueued_at=now,
-            )
-            for n in range(queues * per_queue)
-        ],
-        batch_size=1_000,
-    )
+    _analyzed_when_every_job_had_settled(queues, prefix="stale-")
+    _queue_a_backlog(queues * per_queue, queues, after=SETTLED, prefix="stale-")
     store = Store()
     claimed = store.claim(claims.Partition(lanes=("mail",)), worker_id="w", token="t")
     assert claimed.status == "claimed" and claimed.job is not None
