@@ -422,10 +422,7 @@ def test_an_enqueue_demotes_a_head_another_writer_changed_meanwhile() -> None:
     with transaction.atomic():
         Job.objects.filter(job_id="low").update(priority=F("priority"))  # a new row version
         enqueuing = in_background(lambda: wd.enqueue("high", queue="q", priority=5), errors)
-        deadline = time.monotonic() + 30
-        while not _lock_waiters():
-            assert time.monotonic() < deadline, "the enqueue never waited for the head's row"
-            time.sleep(0.01)
+        _wait_for_a_lock_wait("the enqueue never waited for the head's row")
     enqueuing.join(timeout=30)
     assert not errors and not enqueuing.is_alive(), errors
     ready = dict(Job.objects.filter(queue="q").values_list("job_id", "ready"))
