@@ -213,6 +213,24 @@ def drive(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def prepare(system: str, db: str, work: Path) -> None:
+    """Drop and create ``system``'s database on ``db`` (its SQLite files), then migrate it."""
+    if db == "postgres" and system in PG_DATABASES:
+        import psycopg
+
+        name = PG_DATABASES[system]
+        with psycopg.connect(dbname="postgres", autocommit=True, **PG) as connection:
+            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            connection.execute(f"CREATE DATABASE {name}")
+    if db == "mariadb" and system in MARIADB_DATABASES:
+        create_mariadb_database(MARIADB_DATABASES[system])
+    if db == "sqlite":
+        stem = "watchdog_bench" if system == "watchdog" else f"bench_{system}"
+        for path in SQLITE_DIR.glob(f"{stem}.sqlite3*"):
+            path.unlink()
+    drive(system, db, "setup", work / "stamps-setup.txt")
+
+
 #: ``watchdog_worker --batch``: jobs a job thread claims and settles at once (--watchdog-batch).
 WATCHDOG_BATCH = 32
 
@@ -462,20 +480,7 @@ class Bench:
     # databases
 
     def prepare(self, system: str, db: str) -> None:
-        if db == "postgres" and system in PG_DATABASES:
-            import psycopg
-
-            name = PG_DATABASES[system]
-            with psycopg.connect(dbname="postgres", autocommit=True, **PG) as connection:
-                connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-                connection.execute(f"CREATE DATABASE {name}")
-        if db == "mariadb" and system in MARIADB_DATABASES:
-            create_mariadb_database(MARIADB_DATABASES[system])
-        if db == "sqlite":
-            stem = "watchdog_bench" if system == "watchdog" else f"bench_{system}"
-            for path in SQLITE_DIR.glob(f"{stem}.sqlite3*"):
-                path.unlink()
-        drive(system, db, "setup", self.work / "stamps-setup.txt")
+        prepare(system, db, self.work)
 
     # enqueue
 

@@ -2,9 +2,9 @@
 
 The orchestrator (bench.py) never imports a system: Django can be configured once per
 process, and each system has its own settings. Every op prints one JSON object on stdout.
-Ops: setup, reset, enqueue_single, enqueue_bulk, prefill, latency, and for watchdog the
-backlog generator (flat_busy, flat_fill, flat_analyze), the operator's reads (flat_reads, on
-bench.admin_settings) and the prune (flat_prune).
+Ops: setup, reset, enqueue_single, enqueue_counted (bench.cpu_per_enqueue), enqueue_bulk,
+prefill, latency, and for watchdog the backlog generator (flat_busy, flat_fill, flat_analyze),
+the operator's reads (flat_reads, on bench.admin_settings) and the prune (flat_prune).
 """
 
 from __future__ import annotations
@@ -120,20 +120,29 @@ def django_system() -> dict[str, Any]:
                 else:
                     cursor.execute(f"DELETE FROM {table}")
         return {}
+
+    def singles(
+        tag: str,
+        n: int,
+        queues: int = ARGS.get("queues", 0),
+        autocommit: bool = ARGS.get("autocommit", False),
+    ) -> None:
+        # In a view's transaction.atomic(), or alone: autocommit, the call's own.
+        own = contextlib.nullcontext if autocommit else transaction.atomic
+        for i in range(n):
+            with own():
+                enqueue(f"{tag}:{i}", i, queues)
+
     if OP == "enqueue_single":
-
-        def singles(tag: str, n: int) -> None:
-            # In a view's transaction.atomic(), or alone: autocommit, the call's own.
-            own = contextlib.nullcontext if ARGS.get("autocommit") else transaction.atomic
-            for i in range(n):
-                with own():
-                    enqueue(f"{tag}:{i}", i, ARGS.get("queues", 0))
-
         singles(f"{ARGS['tag']}w", WARM_UP)
         settle_heap()
         started = time.perf_counter()
         singles(ARGS["tag"], ARGS["n"])
         return {"seconds": time.perf_counter() - started}
+    if OP == "enqueue_counted":
+        from bench import cpu_per_enqueue
+
+        return cpu_per_enqueue.counted(SYSTEM, singles, ARGS, WARM_UP, settle_heap)
     if OP in ("enqueue_bulk", "prefill"):
 
         def bulk(tag: str, n: int) -> None:
