@@ -229,3 +229,24 @@ def test_lengths_count_code_points_not_utf16_units() -> None:
     with pytest.raises(wd.InvalidInput, match="reason"):
         wd.fail_lane("default", "\U0001f600" * 201)
     assert wd.fail_lane("default", "\U0001f600" * 200).jobs[0].failure_reason == "\U0001f600" * 200
+
+
+@pytest.mark.postgres_only
+def test_an_enqueue_into_an_existing_queue_locks_its_row_without_writing_it() -> None:
+    """The queue's row is locked, not rewritten: no new version of it (and no dead one for
+    vacuum) per enqueue, whether one job or a batch, and whether the row was committed
+    before or inserted earlier in this transaction."""
+    from django.db import connection
+
+    def version() -> tuple[str, str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT ctid::text, xmax::text FROM watchdog_queue WHERE name = 'q'")
+            (found,) = cursor.fetchall()
+        return found
+
+    wd.enqueue("a", queue="q")
+    address = version()[0]
+    wd.enqueue("b", queue="q")
+    wd.enqueue_many([{"job_id": "c", "queue": "q"}, {"job_id": "d", "queue": "new"}])
+    assert version()[0] == address
+    assert [job.job_id for job in Job.objects.filter(queue="q").order_by("id")] == ["a", "b", "c"]

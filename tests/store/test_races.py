@@ -4,6 +4,7 @@ database is really committed to (``transaction=True``). SQLite has one writer at
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -427,3 +428,39 @@ def test_an_enqueue_demotes_a_head_another_writer_changed_meanwhile() -> None:
     assert not errors and not enqueuing.is_alive(), errors
     ready = dict(Job.objects.filter(queue="q").values_list("job_id", "ready"))
     assert ready == {"low": False, "high": True}
+
+
+@pytest.mark.parametrize("in_transaction", [True, False], ids=["atomic", "autocommit"])
+def test_an_enqueue_into_an_existing_queue_waits_for_its_lock_and_sees_what_it_guarded(
+    in_transaction: bool,
+) -> None:
+    """The queue's lock is held by a transaction that enqueues a better head; an enqueue
+    into that queue waits for it, then decides against what it committed (its probes'
+    snapshot follows the lock): one ready job, the better one."""
+    wd.enqueue("old", queue="q")
+    entered, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        with transaction.atomic():
+            wd.enqueue("first", queue="q", priority=5)
+            entered.set()
+            assert release.wait(10), "the test never released the first enqueue"
+
+    def second() -> None:
+        assert entered.wait(10)
+        with transaction.atomic() if in_transaction else contextlib.nullcontext():
+            wd.enqueue("second", queue="q", priority=3)
+
+    threads = [in_background(first, errors), in_background(second, errors)]
+    try:
+        assert entered.wait(10)
+        _wait_for_a_lock_wait("the second enqueue did not wait for the queue's lock")
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert not errors, errors
+    ready = set(Job.objects.filter(queue="q", ready=True).values_list("job_id", flat=True))
+    assert ready == {"first"}
+    assert wd.queue_head("q").job_id == "first"

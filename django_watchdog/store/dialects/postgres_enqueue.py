@@ -36,6 +36,14 @@ QUEUES_FROM_ARRAY = "SELECT unnest(%(queues)s::text[]), %(created_at)s"
 QUEUE_FROM_VALUES = "VALUES (%(queue)s, %(created_at)s)"
 
 
+#: Lock a queue's row that exists (an ``INSERT``'s conflict clause): ``DO UPDATE`` locks it
+#: even if it was committed after the statement's snapshot, and ``WHERE FALSE`` updates
+#: nothing, so the lock writes no new version of the row (a same-value update wrote one
+#: per enqueue, and a dead one for vacuum) and ``RETURNING`` leaves the row out. The lock
+#: is ``FOR UPDATE``'s, as the workers' ``LOCK_QUEUE``: the key column is in the ``SET``.
+LOCK_EXISTING_QUEUE = "ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name WHERE FALSE"
+
+
 def insert_jobs(ready: str, source: str = "input i") -> str:
     """Insert the rows of ``input`` (``source`` may join more to it), each ``ready`` as the
     expression ``ready`` decides; a repeated ``job_id`` is left alone."""
@@ -61,20 +69,20 @@ def enter_new_queues(queues: str, jobs: str) -> str:
     Nothing else is in such a queue (queue rows are never deleted, and a concurrent creator
     waits for ours), so its best non-delayed new job is its head: no probe of other rows,
     whose snapshot could predate the lock. A row this transaction inserted is as good as
-    locked; ``DO UPDATE`` locks an existing row even if it was committed after this
-    statement's snapshot (a same-value update, so a HOT one). ``xmax = 0`` tells the rows
-    inserted here. One result row per held queue, with the jobs entered into it.
+    locked; an existing row is locked by ``LOCK_EXISTING_QUEUE`` and not returned, so the
+    rows returned are the queues inserted here. One result row per queue created, with the
+    jobs entered into it.
     """
     return f"""
-WITH held AS (
+WITH created AS (
     INSERT INTO watchdog_queue (name, created_at) {queues}
-    ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-    RETURNING name, xmax = 0 AS created
+    {LOCK_EXISTING_QUEUE}
+    RETURNING name
 ),
 input AS (
     SELECT nextval(pg_get_serial_sequence('watchdog_job', 'id')) AS id, u.*
       FROM {jobs}
-     WHERE u.queue IN (SELECT name FROM held WHERE created)
+     WHERE u.queue IN (SELECT name FROM created)
      ORDER BY u.ordinal
 ),
 best AS (
@@ -83,24 +91,24 @@ best AS (
      ORDER BY queue, priority DESC, id
 ),
 inserted AS ({insert_jobs("i.id IN (SELECT id FROM best)")})
-SELECT held.name, held.created,
+SELECT created.name,
        inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
        CASE WHEN inserted.ready OR inserted.delayed THEN pg_notify(%(channel)s, inserted.lane) END
-  FROM held LEFT JOIN inserted ON inserted.queue = held.name
+  FROM created LEFT JOIN inserted ON inserted.queue = created.name
 """
 
 
 #: A job enqueued alone (``enter_job_alone``): first its queue, locked, or created.
-HOLD_QUEUE = """
+HOLD_QUEUE = f"""
 INSERT INTO watchdog_queue (name, created_at) VALUES (%(queue)s, %(created_at)s)
-ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+{LOCK_EXISTING_QUEUE}
 """
 #: Added to ``insert_with_heads`` after ``HOLD_QUEUE``: a job not inserted (its id was
 #: taken) into the queue ``HOLD_QUEUE`` created deletes that queue again, so the implicit
 #: transaction leaves nothing behind, and no statement fails. The queue row's ``xmax``
 #: tells which: 0 on the row ``HOLD_QUEUE`` inserted, this transaction's id on a row it
-#: locked (its same-value update). Into a queue that existed, a taken id writes nothing but
-#: that update. The caller learns of the taken id from the empty answer.
+#: locked (``LOCK_EXISTING_QUEUE``). Into a queue that existed, a taken id writes nothing
+#: but that lock. The caller learns of the taken id from the empty answer.
 UNDO_NEW_QUEUE = """,
 undone AS (
     DELETE FROM watchdog_queue q
@@ -190,9 +198,8 @@ class PostgresEnqueue(Dialect):
             params = {**_by_column(per_job), "queues": sorted({new.queue for new in batch})}
             params.update(created_at=stamp, channel=channel)
             sql = ENTER_NEW_QUEUES
-        for name, new_queue, *entered in self.fetch(sql, params):
-            if new_queue:
-                created.add(name)
+        for name, *entered in self.fetch(sql, params):
+            created.add(name)
             if entered[0] is not None:
                 inserted.append(tuple(entered[:4]))
         rest = [
