@@ -225,13 +225,18 @@ def test_two_reapers_reconcile_the_same_claim_one_wins() -> None:
 
 
 @pytest.mark.parametrize(("second_priority", "head"), [(5, "second"), (-5, "first")])
-def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready_head(
-    second_priority: int, head: str
+@pytest.mark.parametrize("existing", [False, True], ids=["new queue", "existing queue"])
+@pytest.mark.parametrize("in_transaction", [True, False], ids=["atomic", "autocommit"])
+def test_enqueues_racing_into_one_queue_leave_the_better_job_its_only_ready_head(
+    second_priority: int, head: str, existing: bool, in_transaction: bool
 ) -> None:
     """The first enqueue creates the queue and makes its job the head without looking at
-    other rows; a second one into the same queue waits for it, then places its job
-    against the first's (its snapshot is taken after the wait)."""
+    other rows, or locks the queue that exists and displaces its head; a second one into
+    the same queue, inside a transaction or not, waits for it, then places its job against
+    the first's (its snapshot is taken after the wait)."""
     queue = "fresh"
+    if existing:
+        wd.enqueue("old", queue=queue, priority=-10)
     entered, release = threading.Event(), threading.Event()
     errors: list[BaseException] = []
 
@@ -243,13 +248,14 @@ def test_enqueues_racing_to_create_one_queue_leave_the_better_job_its_only_ready
 
     def second() -> None:
         assert entered.wait(10)
-        wd.enqueue("second", queue=queue, priority=second_priority)
+        with transaction.atomic() if in_transaction else contextlib.nullcontext():
+            wd.enqueue("second", queue=queue, priority=second_priority)
 
     threads = [in_background(first, errors), in_background(second, errors)]
     try:
         assert entered.wait(10)
-        # The second enqueue must be waiting on the first's uncommitted queue row.
-        _wait_for_a_lock_wait("the second enqueue did not wait for the queue's creator")
+        # The second enqueue must be waiting on the first's uncommitted or locked queue row.
+        _wait_for_a_lock_wait("the second enqueue did not wait for the first's queue lock")
     finally:
         release.set()
         for thread in threads:
@@ -428,39 +434,3 @@ def test_an_enqueue_demotes_a_head_another_writer_changed_meanwhile() -> None:
     assert not errors and not enqueuing.is_alive(), errors
     ready = dict(Job.objects.filter(queue="q").values_list("job_id", "ready"))
     assert ready == {"low": False, "high": True}
-
-
-@pytest.mark.parametrize("in_transaction", [True, False], ids=["atomic", "autocommit"])
-def test_an_enqueue_into_an_existing_queue_waits_for_its_lock_and_sees_what_it_guarded(
-    in_transaction: bool,
-) -> None:
-    """The queue's lock is held by a transaction that enqueues a better head; an enqueue
-    into that queue waits for it, then decides against what it committed (its probes'
-    snapshot follows the lock): one ready job, the better one."""
-    wd.enqueue("old", queue="q")
-    entered, release = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def first() -> None:
-        with transaction.atomic():
-            wd.enqueue("first", queue="q", priority=5)
-            entered.set()
-            assert release.wait(10), "the test never released the first enqueue"
-
-    def second() -> None:
-        assert entered.wait(10)
-        with transaction.atomic() if in_transaction else contextlib.nullcontext():
-            wd.enqueue("second", queue="q", priority=3)
-
-    threads = [in_background(first, errors), in_background(second, errors)]
-    try:
-        assert entered.wait(10)
-        _wait_for_a_lock_wait("the second enqueue did not wait for the queue's lock")
-    finally:
-        release.set()
-        for thread in threads:
-            thread.join(timeout=30)
-    assert not errors, errors
-    ready = set(Job.objects.filter(queue="q", ready=True).values_list("job_id", flat=True))
-    assert ready == {"first"}
-    assert wd.queue_head("q").job_id == "first"
