@@ -70,6 +70,18 @@ def on_cpu(schedstat: Path) -> float:
     return int(schedstat.read_text().split()[0]) / 1e9
 
 
+def threads_on_cpu(tasks: Path) -> dict[Path, float]:
+    """Seconds each thread in ``/proc/<pid>/task`` has run (those that ended meanwhile
+    left out)."""
+    spent = {}
+    for task in tasks.iterdir():
+        try:
+            spent[task] = on_cpu(task / "schedstat")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return spent
+
+
 def serving_schedstat(cursor: Any, vendor: str) -> Path:
     """The ``schedstat`` file of the server process or thread serving ``cursor``'s
     connection (PostgreSQL or MariaDB on this machine)."""
@@ -79,14 +91,11 @@ def serving_schedstat(cursor: Any, vendor: str) -> Path:
     cursor.execute("SELECT @@pid_file")
     server = Path(f"/proc/{int(Path(cursor.fetchone()[0]).read_text())}/task")
     for _ in range(10):
-        before = {task: on_cpu(task / "schedstat") for task in server.iterdir()}
+        before = threads_on_cpu(server)
         cursor.execute(MARIADB_PROBE)
         cursor.fetchall()
-        grown = sorted(
-            (on_cpu(task / "schedstat") - spent, task)
-            for task, spent in before.items()
-            if task.exists()
-        )
+        after = threads_on_cpu(server)
+        grown = sorted((after[task] - before[task], task) for task in after.keys() & before)
         (second, _), (most, task) = grown[-2:]
         if most > PROBE_MARGIN * max(second, 0.001):
             return task / "schedstat"
@@ -103,7 +112,6 @@ def connection_id(cursor: Any, vendor: str) -> int:
 def counted(
     system: str,
     singles: Callable[[str, int, int, bool], None],
-    args: dict[str, Any],
     warm_up: int,
     settle_heap: Callable[[], None],
 ) -> dict[str, Any]:

@@ -142,7 +142,7 @@ def django_system() -> dict[str, Any]:
     if OP == "enqueue_counted":
         from bench import cpu_per_enqueue
 
-        return cpu_per_enqueue.counted(SYSTEM, singles, ARGS, WARM_UP, settle_heap)
+        return cpu_per_enqueue.counted(SYSTEM, singles, WARM_UP, settle_heap)
     if OP in ("enqueue_bulk", "prefill"):
 
         def bulk(tag: str, n: int) -> None:
