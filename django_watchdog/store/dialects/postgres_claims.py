@@ -122,17 +122,37 @@ PRIOR = common.PRIOR
 HEAD = common.head(is_unset)
 
 
+def displaced(queue: str, also: str = "") -> str:
+    """The id of the head a new head of ``queue`` displaces, as a scalar subquery: the
+    queue's best queued job (``also`` leaves some out), since no job runs or waits to retry
+    there when a new job takes the head.
+
+    The ``head`` index's first entry for the queue (``LIMIT 1``), whatever the statistics
+    say: a statement that asked for the queue's ready job let the planner walk every ready
+    job in a claim index when statistics gathered with none ready called those indexes
+    empty. The caller updates the row by this id (``id = ANY(ARRAY(...))``, computed once
+    before the update runs), so the update is a probe of the primary key even in a plan
+    made while the table was small, where a join on the id was a scan of the whole table;
+    and by id, not by address, so a row a writer without the queue's lock changed meanwhile
+    (a feed read numbering it) is still updated, in its new version."""
+    return f"""(
+        SELECT r.id FROM watchdog_job r
+         WHERE r.queue = {queue} AND r.state = 'queued' AND r.delayed = FALSE{also}
+         ORDER BY r.priority DESC, r.position
+         LIMIT 1)"""
+
+
 def refresh(head: str, only_if: str = "", *, displaces: bool = True) -> str:
     """Common table expressions that make ``head`` (a ``common.head`` row) ready and waken
     its lane's workers (unless in ``%(quiet_lanes)s``), and, with ``displaces``, take the
     ready flag from the head it displaced if ``head`` is one of ``%(entered)s``; ``only_if``
     makes it conditional."""
-    demoted = """,
+    demoted = f""",
 demoted AS (
     UPDATE watchdog_job SET ready = FALSE FROM head
-     WHERE watchdog_job.queue = %(queue)s AND watchdog_job.ready
+     WHERE watchdog_job.id = {displaced("%(queue)s", " AND r.id <> ALL(%(entered)s::bigint[])")}
        AND watchdog_job.cancellation_id IS NULL
-       AND watchdog_job.id <> head.id AND head.rank <> 0 AND head.id = ANY(%(entered)s::bigint[])
+       AND head.rank <> 0 AND head.id = ANY(%(entered)s::bigint[])
     RETURNING 1
 )"""
     return f"""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...conf import setting
 from .base import Dialect, Row
-from .postgres_claims import NOW
+from .postgres_claims import NOW, displaced
 
 if TYPE_CHECKING:
     from ..enqueue import NewJob
@@ -116,7 +116,24 @@ undone AS (
 )"""
 
 
-def insert_with_heads(jobs: str, undo: str = "") -> str:
+#: The head a one-job statement's job displaces (``displaced``): the one id, computed once
+#: before the update runs, makes the update a probe of the primary key.
+DEMOTE_ONE = f"""
+    UPDATE watchdog_job j SET ready = FALSE
+     WHERE j.id = (SELECT {displaced("i.queue")} FROM inserted i WHERE i.ready)
+       AND j.cancellation_id IS NULL
+    RETURNING 1
+"""
+#: The heads the jobs of many queues displace, each by its id beside its new head.
+DEMOTE_EACH = f"""
+    UPDATE watchdog_job j SET ready = FALSE
+      FROM inserted i CROSS JOIN LATERAL (SELECT {displaced("i.queue")} AS id) AS displaced
+     WHERE i.ready AND j.id = displaced.id AND j.cancellation_id IS NULL
+    RETURNING 1
+"""
+
+
+def insert_with_heads(jobs: str, demote: str, undo: str = "") -> str:
     """Second statement, for the jobs of queues that existed (locked by the first, so this
     statement's snapshot is current), or after ``HOLD_QUEUE`` for a job enqueued alone,
     into a queue held or just created: insert them and settle each queue's head.
@@ -127,7 +144,8 @@ def insert_with_heads(jobs: str, undo: str = "") -> str:
     they must learn) are woken. The three probes are ``LIMIT 1`` subqueries, not ``NOT
     EXISTS``: PostgreSQL may turn ``NOT EXISTS`` into an anti-join that reads a whole index
     when a young table's statistics say it is tiny; a subquery with ``LIMIT`` stays a probe
-    on the queue's index entries, whatever the statistics. ``undo``, a data-modifying CTE
+    on the queue's index entries, whatever the statistics. ``demote`` takes the displaced
+    heads' ready flags (``DEMOTE_ONE``, ``DEMOTE_EACH``); ``undo``, a data-modifying CTE
     that reads ``inserted``, runs with them (``UNDO_NEW_QUEUE``).
     """
     return f"""
@@ -154,11 +172,7 @@ promoted AS (
              LIMIT 1) IS NULL
 ),
 inserted AS ({insert_jobs("p.id IS NOT NULL", "input i LEFT JOIN promoted p ON p.id = i.id")}),
-demoted AS (
-    UPDATE watchdog_job j SET ready = FALSE FROM inserted i
-     WHERE i.ready AND j.queue = i.queue AND j.ready AND j.cancellation_id IS NULL
-    RETURNING 1
-){undo}
+demoted AS ({demote}){undo}
 SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
        CASE WHEN inserted.ready OR inserted.delayed THEN pg_notify(%(channel)s, inserted.lane) END
   FROM inserted
@@ -167,9 +181,9 @@ SELECT inserted.id, inserted.job_id, inserted.enqueued_at, inserted.ready,
 
 ENTER_NEW_QUEUE = enter_new_queues(QUEUE_FROM_VALUES, JOB_FROM_VALUES)
 ENTER_NEW_QUEUES = enter_new_queues(QUEUES_FROM_ARRAY, JOBS_FROM_ARRAYS)
-INSERT_WITH_HEAD = insert_with_heads(JOB_FROM_VALUES)
-INSERT_WITH_HEADS = insert_with_heads(JOBS_FROM_ARRAYS)
-INSERT_WITH_HEAD_OR_UNDO = insert_with_heads(JOB_FROM_VALUES, UNDO_NEW_QUEUE)
+INSERT_WITH_HEAD = insert_with_heads(JOB_FROM_VALUES, DEMOTE_ONE)
+INSERT_WITH_HEADS = insert_with_heads(JOBS_FROM_ARRAYS, DEMOTE_EACH)
+INSERT_WITH_HEAD_OR_UNDO = insert_with_heads(JOB_FROM_VALUES, DEMOTE_ONE, UNDO_NEW_QUEUE)
 
 
 class PostgresEnqueue(Dialect):
