@@ -21,6 +21,10 @@ REASONED = (Outcome.FAILED.value, Outcome.INTERRUPTED.value)
 #: this, so however stale the statistics (which may say no job is queued), the planner
 #: cannot walk every pending job there to find one queue's.
 PENDING_JOBS = Q(outcome__isnull=True)
+#: The settled jobs that did not complete, as the ``unsuccessful`` index's condition says
+#: them. SQLite uses a partial index only for a query that repeats its condition term for
+#: term: an outcome other than completed does not prove ``NOT outcome = 'completed'`` there.
+UNSUCCESSFUL_JOBS = Q(state=SETTLED) & ~Q(outcome=Outcome.COMPLETED.value)
 
 
 #: Django's warnings on MariaDB that migration ``0009_mariadb_schema`` answers: conditions
@@ -277,7 +281,7 @@ class Job(MariadbAnswered, models.Model):
             # complete, found without scanning the completed ones.
             models.Index(
                 fields=["outcome", "lane", "-id"],
-                condition=Q(state=SETTLED) & ~Q(outcome=Outcome.COMPLETED.value),
+                condition=UNSUCCESSFUL_JOBS,
                 name="watchdog_job_unsuccessful",
             ),
             # The re-runs of a job (its page, the next re-run number).
