@@ -412,3 +412,41 @@ def test_an_enqueue_and_a_due_job_demote_by_probes_in_a_plan_made_on_a_small_tab
     assert _rows_scanned() - scanned == 0
     assert _job_index_entries_read() - read < queues / 10
     assert not Job.objects.get(job_id="wait-2").ready and Job.objects.get(job_id="due").ready
+
+
+@pytest.mark.postgres_only
+def test_a_settle_and_a_retry_find_their_job_by_its_id_whatever_the_statistics_say() -> None:
+    # Statistics gathered when no job ran call the running jobs' indexes empty: the settle's
+    # and the retry's fenced update walked every running job in one of them (1,000 here)
+    # rather than probe the job's id. (The next head's probe for a running job of the queue
+    # may still walk them: a cost bounded by the workers' slots, not by the backlog.)
+    queues = 1_000
+    _analyzed_when_every_job_had_settled(queues, prefix="busy-")
+    now = timezone.now()
+    Job.objects.bulk_create(
+        [
+            Job(
+                job_id=f"running-{n}",
+                queue=f"busy-{n}",
+                lane="mail",
+                state="running",
+                claim_token=f"token-{n}",
+                claimed_by="w",
+                attempts=1,
+                position=SETTLED + n + 1,
+                enqueued_at=now,
+                started_at=now,
+            )
+            for n in range(queues)
+        ],
+        batch_size=1_000,
+    )
+    d = dialect("default")
+    later = d.param_datetime(now + timedelta(hours=1))
+    fenced = {"reason": None, "result": None, "traceback": None, "retry_at": later}
+    for n, statement in ((1, d.SETTLE), (2, d.RETRY)):
+        read = _job_index_entries_read()
+        params = {**fenced, "outcome": "completed", "job_id": f"running-{n}"}
+        changed = d.fetch(statement, {**params, "claim_token": f"token-{n}"})
+        assert len(changed) == 1
+        assert _job_index_entries_read() - read < queues / 10

@@ -124,9 +124,15 @@ def any_ready(is_set: Flag, lanes: str) -> str:
     return f"SELECT 1 FROM watchdog_job j WHERE {claimable(is_set, lanes)} LIMIT 1"
 
 
-def settle(now: str) -> str:
+#: A running job, as a fence says it (``settle``, ``retry``); a dialect may spell it so no
+#: partial index's condition follows from it (``postgres_claims.running_by_job_id``).
+RUNNING = "state = 'running'"
+
+
+def settle(now: str, running: str = RUNNING) -> str:
     """Settle ``%(job_id)s`` for the holder of ``%(claim_token)s``: ``%(outcome)s``,
-    ``%(reason)s``, ``%(result)s``, ``%(traceback)s``; a recorded cancellation wins."""
+    ``%(reason)s``, ``%(result)s``, ``%(traceback)s``; a recorded cancellation wins.
+    ``running`` says the job is running (``RUNNING``)."""
     return f"""
 UPDATE watchdog_job SET
     state = 'settled',
@@ -135,14 +141,15 @@ UPDATE watchdog_job SET
     result = %(result)s,
     traceback = %(traceback)s,
     settled_at = {now}
- WHERE job_id = %(job_id)s AND state = 'running' AND claim_token = %(claim_token)s
+ WHERE job_id = %(job_id)s AND {running} AND claim_token = %(claim_token)s
 RETURNING {job_columns()}
 """
 
 
-def retry(now: str) -> str:
+def retry(now: str, running: str = RUNNING) -> str:
     """Put ``%(job_id)s`` back at its queue's head until ``%(retry_at)s`` (fenced by
-    ``%(claim_token)s``); a recorded cancellation settles it instead."""
+    ``%(claim_token)s``); a recorded cancellation settles it instead. ``running`` as in
+    ``settle``."""
     return f"""
 UPDATE watchdog_job SET
     state = CASE WHEN cancellation_id IS NULL THEN 'queued' ELSE 'settled' END,
@@ -153,7 +160,7 @@ UPDATE watchdog_job SET
     ready = cancellation_id IS NULL,
     traceback = %(traceback)s,
     settled_at = CASE WHEN cancellation_id IS NULL THEN NULL ELSE {now} END
- WHERE job_id = %(job_id)s AND state = 'running' AND claim_token = %(claim_token)s
+ WHERE job_id = %(job_id)s AND {running} AND claim_token = %(claim_token)s
 RETURNING {job_columns()}
 """
 
