@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 import django_watchdog
@@ -318,13 +319,6 @@ def _job_index_entries_read() -> int:
     return int(read)
 
 
-def _lane_pending_entries_read() -> int:
-    ((read,),) = dialect("default").fetch(
-        "SELECT pg_stat_get_xact_tuples_returned('watchdog_job_lane_pending'::regclass)"
-    )
-    return int(read)
-
-
 @pytest.mark.postgres_only
 def test_a_settle_and_an_enqueue_read_a_few_jobs_whatever_the_statistics_say() -> None:
     # Statistics gathered when every job had settled (an idle queue on a production server;
@@ -422,31 +416,16 @@ def test_a_settle_and_a_retry_find_their_job_by_its_id_whatever_the_statistics_s
     # may still walk them: a cost bounded by the workers' slots, not by the backlog.)
     queues = 1_000
     _analyzed_when_every_job_had_settled(queues, prefix="busy-")
+    _queue_a_backlog(queues, queues, after=SETTLED, prefix="busy-")  # a job in each queue
+    running = Job.objects.filter(job_id__startswith="wait-")
+    running.update(state="running", ready=False, claim_token=F("job_id"), claimed_by="w")
     now = timezone.now()
-    Job.objects.bulk_create(
-        [
-            Job(
-                job_id=f"running-{n}",
-                queue=f"busy-{n}",
-                lane="mail",
-                state="running",
-                claim_token=f"token-{n}",
-                claimed_by="w",
-                attempts=1,
-                position=SETTLED + n + 1,
-                enqueued_at=now,
-                started_at=now,
-            )
-            for n in range(queues)
-        ],
-        batch_size=1_000,
-    )
     d = dialect("default")
     later = d.param_datetime(now + timedelta(hours=1))
     fenced = {"reason": None, "result": None, "traceback": None, "retry_at": later}
     for n, statement in ((1, d.SETTLE), (2, d.RETRY)):
         read = _job_index_entries_read()
-        params = {**fenced, "outcome": "completed", "job_id": f"running-{n}"}
-        changed = d.fetch(statement, {**params, "claim_token": f"token-{n}"})
+        job = {"job_id": f"wait-{n}", "claim_token": f"wait-{n}"}
+        changed = d.fetch(statement, {**fenced, **job, "outcome": "completed"})
         assert len(changed) == 1
         assert _job_index_entries_read() - read < queues / 10
