@@ -261,8 +261,14 @@ class Job(MariadbAnswered, models.Model):
                 condition=PENDING_JOBS,
                 name="watchdog_job_lane_pending",
             ),
+            # A worker's running jobs (recovery, the admin). ``claimed_by IS NOT NULL`` keeps
+            # it from a queue's check for a running job (``queue``, ``state``), which
+            # ``one_running_per_queue`` serves: on statistics gathered when no job ran, both
+            # look empty and the planner walked this one, every running job, in each settle.
             models.Index(
-                fields=["claimed_by"], condition=Q(state=RUNNING), name="watchdog_job_running"
+                fields=["claimed_by"],
+                condition=Q(claimed_by__isnull=False, state=RUNNING),
+                name="watchdog_job_running",
             ),
             # Retention: the settled jobs older than an age, oldest first, walked in bounded
             # batches without reading the newer ones (one entry per settle).

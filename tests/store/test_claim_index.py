@@ -412,8 +412,8 @@ def test_an_enqueue_and_a_due_job_demote_by_probes_in_a_plan_made_on_a_small_tab
 def test_a_settle_and_a_retry_find_their_job_by_its_id_whatever_the_statistics_say() -> None:
     # Statistics gathered when no job ran call the running jobs' indexes empty: the settle's
     # and the retry's fenced update walked every running job in one of them (1,000 here)
-    # rather than probe the job's id. (The next head's probe for a running job of the queue
-    # may still walk them: a cost bounded by the workers' slots, not by the backlog.)
+    # rather than probe the job's id, and so did the settle's check for a running job of
+    # the queue before it readies the next head.
     queues = 1_000
     _analyzed_when_every_job_had_settled(queues, prefix="busy-")
     _queue_a_backlog(queues, queues, after=SETTLED, prefix="busy-")  # a job in each queue
@@ -429,3 +429,7 @@ def test_a_settle_and_a_retry_find_their_job_by_its_id_whatever_the_statistics_s
         changed = d.fetch(statement, {**fenced, **job, "outcome": "completed"})
         assert len(changed) == 1
         assert _job_index_entries_read() - read < queues / 10
+    read = _job_index_entries_read()
+    settled, _ = Store().settle("wait-3", "wait-3", Decision.completed())
+    assert settled.status == "settled"
+    assert _job_index_entries_read() - read < queues / 10
