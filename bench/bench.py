@@ -40,7 +40,13 @@ WORK = Path(os.environ.get("BENCH_WORK_DIR", "/tmp/django-watchdog-bench"))
 SQLITE_DIR = WORK
 #: Appended to every server database's name (bench/settings.py reads it too).
 DB_SUFFIX = os.environ.get("BENCH_DB_SUFFIX", "")
-PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+#: PostgreSQL: ``PGHOST`` and ``PGPORT`` (libpq's own variables, which bench/settings.py and
+#: the peers read too) move every system to another server, e.g. a cluster configured apart.
+PG = {
+    "host": os.environ.get("PGHOST", "127.0.0.1"),
+    "port": int(os.environ.get("PGPORT", "5432")),
+    "user": "postgres",
+}
 #: MariaDB: the systems connect over TCP as this user; root over the server's socket
 #: (as scripts/ensure-mariadb) creates it and its databases.
 MARIADB = {

@@ -1,5 +1,5 @@
 """Procrastinate on its own PostgreSQL database (bench_procrastinate, plus BENCH_DB_SUFFIX as
-bench.bench names it), psycopg 3 connector."""
+bench.bench names it; on PGHOST:PGPORT as bench.bench), psycopg 3 connector."""
 
 import os
 
@@ -9,7 +9,8 @@ from ..stamp import stamp
 
 DSN = os.environ.get(
     "BENCH_PROCRASTINATE_DSN",
-    "postgresql://postgres@127.0.0.1:5432/bench_procrastinate"
+    f"postgresql://postgres@{os.environ.get('PGHOST', '127.0.0.1')}:"
+    f"{os.environ.get('PGPORT', '5432')}/bench_procrastinate"
     + os.environ.get("BENCH_DB_SUFFIX", ""),
 )
 
