@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -163,7 +163,13 @@ def take_ready(
     """``claim_ready``, and whether, having taken nothing, the claim passed over a job that
     looked claimable (a locked queue, a row another claim changed first): worth a retry."""
     predicate, params = _claim_terms(using, partition, token or new_claim_token(), worker_id, limit)
-    found = dialect(using).claim(predicate, params)
+    return _took(using, dialect(using).claim(predicate, params))
+
+
+def _took(
+    using: str, found: Sequence[Sequence[Any]]
+) -> tuple[list[ClaimResult | WatchdogError], bool]:
+    """``take_ready``'s answer from the rows the claim statement returned."""
     pk = rows.column_index("id")
     taken = [row for row in found if row[pk] is not None]
     if len(taken) > 1:
@@ -235,17 +241,26 @@ def settle(
 
     A failure with ``retry_at`` goes back to its queue, pinned at the head until then.
     With ``claim_next``, the next ready job of that partition is claimed in the same
-    transaction (one commit per job for a busy worker); a row that did not decode comes
-    back as the ``WatchdogError`` it raised, already settled ``failed``.
+    transaction (one commit per job for a busy worker), whatever the settle found; a row
+    that did not decode comes back as the ``WatchdogError`` it raised, already settled
+    ``failed``. A caller in autocommit with no ``queue_changed`` receiver gets that
+    transaction as the database's own where the dialect has one (on PostgreSQL, one
+    exchange: ``Dialect.settle_and_claim_alone``).
     """
+    # A worker that claims on in this transaction will take the head it readies (or a
+    # better job), so it need not wake anyone for that head's lanes: NOTIFY makes
+    # PostgreSQL serialise committing transactions, which would cap the drain rate.
+    busy = claim_next.lanes if claim_next is not None else ()
+    if claim_next is not None and _alone(using, decision):
+        together = _settle_and_claim_alone(
+            using, job_id, claim_token, decision, claim_next, worker_id, token
+        )
+        if together is not None:
+            return together
     with transaction.atomic(using=using):
-        # A worker that claims on in this transaction will take the head it readies (or
-        # a better job), so it need not wake anyone for that head's lanes: NOTIFY makes
-        # PostgreSQL serialise committing transactions, which would cap the drain rate.
-        busy = claim_next.lanes if claim_next is not None else ()
         settled = settle_in_transaction(using, job_id, claim_token, decision, quiet_lanes=busy)
         claimed = None
-        if claim_next is not None and settled.status != "missing":
+        if claim_next is not None:
             claimed = claim_in_transaction(using, claim_next, worker_id, token=token)
     return settled, claimed
 
@@ -280,24 +295,80 @@ def settle_in_transaction(
             return SettleResult(status="retrying", job=job)
         heads.announce(queue, head, job, using=using)
         return SettleResult(status="settled", job=job)
+    params = _settle_params(using, job_id, claim_token, decision)
+    return _settled(
+        using, job_id, claim_token, decision, d.settle_and_refresh(params, queue, quiet_lanes)
+    )
+
+
+def _settle_params(using: str, job_id: str, claim_token: str, decision: Decision) -> dict[str, Any]:
+    """``SETTLE``'s parameters for a decision that is not a retry."""
     reason = decision.failure_reason if decision.outcome == Outcome.FAILED else None
     if decision.outcome == Outcome.FAILED and not reason:
         reason = "Failed without a reason"
-    params = {
+    return {
         "outcome": decision.outcome.value,
         "reason": reason,
-        "result": d.param_json(decision.result),
+        "result": dialect(using).param_json(decision.result),
         "traceback": decision.traceback,
         "job_id": job_id,
         "claim_token": claim_token,
     }
-    found = d.settle_and_refresh(params, queue, quiet_lanes)
+
+
+def _settled(
+    using: str,
+    job_id: str,
+    claim_token: str,
+    decision: Decision,
+    found: tuple[Sequence[Any], Sequence[Any] | None] | None,
+) -> SettleResult:
+    """The result of ``Dialect.settle_and_refresh``'s answer ``found``, announced."""
     if found is None:
         return unchanged(using, job_id, claim_token, decision)
     row, head_row = found
     job = rows.to_job(using, row, as_stored=True)
-    heads.announce(queue, heads.head_of(head_row), job, using=using)
+    heads.announce(job.queue, heads.head_of(head_row), job, using=using)
     return SettleResult(status="settled", job=job)
+
+
+def _alone(using: str, decision: Decision) -> bool:
+    """Whether a settle that claims on may run as a transaction of the database's own: the
+    caller has none open, no ``queue_changed`` receiver must run inside it, and it is no
+    retry (which goes back to its queue by its own statement)."""
+    if decision.retry_at is not None and decision.outcome == Outcome.FAILED:
+        return False
+    connection = connections[using]
+    if connection.in_atomic_block or not connection.get_autocommit():
+        return False
+    return not heads.listening()
+
+
+def _settle_and_claim_alone(
+    using: str,
+    job_id: str,
+    claim_token: str,
+    decision: Decision,
+    claim_next: Partition,
+    worker_id: str | None,
+    token: str | None,
+) -> tuple[SettleResult, ClaimResult | WatchdogError | None] | None:
+    """``settle`` with ``claim_next`` as one transaction of the database's own where the
+    dialect has one (``Dialect.settle_and_claim_alone``); ``None`` where it has not
+    (nothing was sent)."""
+    predicate, claim_params = _claim_terms(
+        using, claim_next, token or new_claim_token(), worker_id, 1
+    )
+    params = _settle_params(using, job_id, claim_token, decision)
+    answers = dialect(using).settle_and_claim_alone(
+        params, claim_next.lanes, predicate, claim_params
+    )
+    if answers is None:
+        return None
+    found, claim_rows = answers
+    taken, _ = _took(using, claim_rows)
+    settled = _settled(using, job_id, claim_token, decision, found)
+    return settled, (taken[0] if taken else None)
 
 
 def unchanged(using: str, job_id: str, claim_token: str, decision: Decision) -> SettleResult:

@@ -102,6 +102,29 @@ def test_a_settle_behind_a_held_queue_gives_up_after_the_lock_timeout(store):
     assert settled.status == "settled"
 
 
+def test_a_settle_that_claims_on_behind_a_held_queue_gives_up_and_claims_nothing(store):
+    """The worker's settle and next claim, sent together where they can be (one implicit
+    transaction on PostgreSQL): bounded all the same, and the claim goes with the settle."""
+    wd.enqueue("a", queue="q")
+    claim = claimed()
+    wd.enqueue("b", queue="r")  # ready: a claim that ran would take it
+    with queue_held("q"):
+        started = time.monotonic()
+        with pytest.raises(LockBusy):
+            store.settle("a", claim.claim_token, DONE, claim_next=Partition(), worker_id="w")
+        assert BOUND <= time.monotonic() - started < PROMPTLY
+    states = dict(Job.objects.values_list("job_id", "state"))
+    assert states == {"a": "running", "b": "queued"}, "nothing changed"
+    assert_the_session_is_unbounded()
+    settled, next_one = store.settle(
+        "a", claim.claim_token, DONE, claim_next=Partition(), worker_id="w"
+    )
+    assert settled.status == "settled"
+    assert next_one is not None and not isinstance(next_one, Exception)
+    assert next_one.job is not None and next_one.job.job_id == "b"
+    assert_the_session_is_unbounded()
+
+
 def test_the_bound_ends_with_the_transaction(store):
     """The bound is set for the worker's transaction (or statement) only: a handler's own
     queries on the same connection wait as the session says."""

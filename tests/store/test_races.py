@@ -20,7 +20,9 @@ import django_watchdog as wd
 from django_watchdog import JobConflict
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job
+from django_watchdog.store.claims import Partition
 from django_watchdog.store.store import Store
+from django_watchdog.store.worker_store import WorkerStore
 
 from .helpers import DONE, assert_serial_in_order, in_background, in_threads
 
@@ -434,3 +436,36 @@ def test_an_enqueue_demotes_a_head_another_writer_changed_meanwhile() -> None:
     assert not errors and not enqueuing.is_alive(), errors
     ready = dict(Job.objects.filter(queue="q").values_list("job_id", "ready"))
     assert ready == {"low": False, "high": True}
+
+
+def test_a_worker_settling_behind_an_enqueue_readies_the_job_that_enqueue_put_first() -> None:
+    # The worker's settle and next claim go to PostgreSQL together (one exchange), the lock
+    # first: the settle must still see what the transaction that held the queue committed
+    # (its snapshot follows the lock), and ready the job that now heads the queue.
+    wd.enqueue("a", queue="q")
+    wd.enqueue("b", queue="q")
+    claim = Store().claim(worker_id="w")
+    assert claim.job is not None and claim.job.job_id == "a" and claim.claim_token
+    errors: list[BaseException] = []
+    answers: list[Any] = []
+
+    def settle() -> None:
+        answers.append(
+            WorkerStore("default").settle(
+                "a", claim.claim_token, DONE, claim_next=Partition(), worker_id="w"
+            )
+        )
+
+    with transaction.atomic():
+        wd.enqueue("urgent", queue="q", priority=5)  # holds the queue's lock until commit
+        settling = in_background(settle, errors)
+        _wait_for_a_lock_wait("the settle never waited for the queue lock")
+    settling.join(timeout=30)
+    assert not errors and not settling.is_alive(), errors
+    ((settled, next_one),) = answers
+    assert settled.status == "settled"
+    assert next_one is not None and next_one.job is not None
+    assert next_one.job.job_id == "urgent"
+    states = dict(Job.objects.values_list("job_id", "state"))
+    assert states == {"a": "settled", "b": "queued", "urgent": "running"}
+    assert not Job.objects.get(job_id="b").ready

@@ -29,11 +29,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: What a busy default worker sends per job, and ``enqueue()`` per call in its own
 #: transaction, by database vendor: every exchange with the server Django's query log records,
 #: ``BEGIN`` and ``COMMIT`` included.
-#: postgresql: BEGIN; lock the job's queue; settle and ready the queue's next head; claim;
-#: COMMIT. sqlite: BEGIN IMMEDIATE; the job's queue; settle; the next head; mark it ready;
-#: claim; COMMIT. mysql (MariaDB): BEGIN; lock the job's queue; settle; read the settled row
-#: (no RETURNING on UPDATE); the queue's next head; mark it ready; the claim's four steps
-#: (candidates, hold their queues, lock and re-read the ready jobs, take one); COMMIT.
+#: postgresql, while Django logs queries (which takes the steps' way): BEGIN; lock the job's
+#: queue; settle and ready the queue's next head; claim; COMMIT; on the wire otherwise, one
+#: exchange (``test_a_busy_default_worker_is_one_exchange_on_postgresql``). sqlite: BEGIN
+#: IMMEDIATE; the job's queue; settle; the next head; mark it ready; claim; COMMIT. mysql
+#: (MariaDB): BEGIN; lock the job's queue; settle; read the settled row (no RETURNING on
+#: UPDATE); the queue's next head; mark it ready; the claim's four steps (candidates, hold
+#: their queues, lock and re-read the ready jobs, take one); COMMIT.
 SETTLE_AND_CLAIM = {"postgresql": 5, "sqlite": 7, "mysql": 11}
 #: postgresql: BEGIN; create-or-lock the queue and insert; COMMIT. mysql: BEGIN; one block
 #: that creates or locks the queue, inserts the job (id and position from the sequence) and
@@ -94,6 +96,35 @@ def test_a_busy_default_worker_settles_and_claims_the_next_job_in_one_transactio
     assert claimed.job.job_id == "next"
     assert len(sent) == budget, sent
     assert commits(sent) == 1
+
+
+def test_a_busy_default_worker_is_one_exchange_on_postgresql() -> None:
+    """The worker settles and claims on outside any transaction: the queue's lock, the
+    settle with its queue's next head and the claim go to the server together, one implicit
+    transaction (psycopg's pipeline): no ``BEGIN``, no ``COMMIT``. Counted on the wire
+    (libpq's trace): each Sync or simple query is one exchange."""
+    wd.enqueue("first", queue="q")
+    wd.enqueue("next", queue="q")  # the settle readies it: the claim takes it
+    store = WorkerStore("default")
+    partition = Partition()
+    running = store.claim(partition, worker_id="w")
+    assert running.job is not None and running.claim_token is not None
+    with pipelined_messages() as sent:
+        settled, claimed = store.settle(
+            running.job.job_id,
+            running.claim_token,
+            DONE,
+            claim_next=partition,
+            worker_id="w",
+            token=new_claim_token(),
+        )
+    assert settled.status == "settled" and settled.job is not None
+    assert settled.job.outcome == "completed"
+    assert claimed is not None and not isinstance(claimed, Exception)
+    assert claimed.status == "claimed" and claimed.job is not None
+    assert claimed.job.job_id == "next"
+    exchanges = [message for message in sent if message in ("Sync", "Query")]
+    assert exchanges == ["Sync"], sent
 
 
 @pytest.mark.parametrize(

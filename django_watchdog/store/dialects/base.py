@@ -275,6 +275,15 @@ class Dialect:
             return None
         return changed[0], self.refresh_head(queue)
 
+    def settle_and_claim_alone(
+        self, params: Params, quiet_lanes: Sequence[str], lanes: str, claim_params: Params
+    ) -> tuple[tuple[Row, Row | None] | None, list[Row]] | None:
+        """Lock the settling job's queue, ``settle_and_refresh`` and ``claim`` in a
+        transaction of the database's own, for a caller in autocommit: what each of the
+        last two returned. ``None`` when this dialect cannot here: nothing was sent, and the
+        steps in a transaction are the way."""
+        return None
+
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
         """The queue's head row (``HEAD``), made ready; a head displaced by one of
         ``entered`` loses its ready flag. ``None``: the queue is idle."""

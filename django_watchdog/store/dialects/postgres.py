@@ -135,7 +135,7 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
             with connection.connection.pipeline():
                 for raw, (sql, params) in zip(sent, statements, strict=True):
                     self.send(connection, raw, sql, params)
-            return [list(raw.fetchall()) if raw.description else [] for raw in sent]
+            return [_rows(raw) for raw in sent]
 
     def configure_session(self, values: Sequence[tuple[str, str]]) -> None:
         params: dict[str, str] = {}
@@ -182,6 +182,13 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
             if key in options:
                 params[key] = options[key]
         return params
+
+
+def _rows(raw: Any) -> list[Row]:
+    """The rows a driver cursor's statement returned (none if it returns none). Asked of
+    its result's column count: ``description`` builds an object per column on each call."""
+    result = raw.pgresult
+    return list(raw.fetchall()) if result is not None and result.nfields else []
 
 
 #: Connection options a listening connection takes from the database's ``OPTIONS``.

@@ -218,16 +218,20 @@ CROSS JOIN LATERAL (
 
 #: The head, its ready flag and the displaced head's, in one round trip.
 REFRESH_HEAD = f"WITH {refresh(HEAD)} SELECT * FROM head"
-#: Settle, pick the queue's next head and mark it ready, in one round trip. The statement's
-#: snapshot still shows the settling job running, so the head query skips it; every other
-#: row of the queue is current because the queue's lock is held. A settle enters no job, so
-#: the head it readies displaces none: no update for that (each one a statement carries
-#: costs PostgreSQL its set-up on every run, used or not).
+#: Settle, pick the settled job's queue's next head and mark it ready, in one round trip.
+#: The statement's snapshot still shows the settling job running, so the head query skips
+#: it; every other row of the queue is current because the queue's lock is held (taken by
+#: an earlier statement). The queue is the settled row's: the statement needs nothing the
+#: lock's answer says, so both can go to the server together (``settle_and_claim_alone``).
+#: A settle enters no job, so the head it readies displaces none: no update for that (each
+#: one a statement carries costs PostgreSQL its set-up on every run, used or not).
 SETTLE_AND_REFRESH = f"""
 WITH settled AS ({SETTLE}),
 {
     refresh(
-        common.head(is_unset, not_settling="AND job_id <> %(job_id)s"),
+        common.head(
+            is_unset, queue="(SELECT queue FROM settled)", not_settling="AND job_id <> %(job_id)s"
+        ),
         only_if="AND EXISTS (SELECT 1 FROM settled)",
         displaces=False,
     )
@@ -266,6 +270,38 @@ SELECT * FROM settled
 SETTLE_MANY_COLUMNS = ("job_id", "token", "outcome", "reason", "result", "traceback")
 
 
+def lock_queue_of_job(job_id: str) -> tuple[str, Params]:
+    """The statement that locks the queue of ``job_id``, bounded as the caller is, and its
+    parameters."""
+    if (seconds := waits.limit()) is not None:
+        return LOCK_QUEUE_OF_JOB_BOUNDED, {
+            "lock_timeout": waits.milliseconds(seconds),
+            "job_id": job_id,
+        }
+    return LOCK_QUEUE_OF_JOB, {"job_id": job_id}
+
+
+def settle_and_refresh(params: Params, quiet_lanes: Sequence[str]) -> tuple[str, Params]:
+    """``SETTLE_AND_REFRESH`` with ``SETTLE``'s parameters and the lanes it wakes none of."""
+    return SETTLE_AND_REFRESH, {
+        **params,
+        "quiet_lanes": list(quiet_lanes),
+        "channel": setting("NOTIFY_CHANNEL"),
+    }
+
+
+def settled_and_head(found: Sequence[Row]) -> tuple[Row, Row | None] | None:
+    """``SETTLE_AND_REFRESH``'s answer: the settled row and its queue's head row (``None``:
+    idle); ``None`` if the fenced update changed nothing."""
+    from ..rows import job_fields
+
+    if not found:
+        return None
+    width = len(job_fields())
+    head = found[0][width:]
+    return found[0][:width], (None if head[0] is None else head)
+
+
 class PostgresClaims(Dialect):
     """PostgreSQL's locks, claim, settle and queue heads (a part of ``PostgresDialect``)."""
 
@@ -298,13 +334,7 @@ class PostgresClaims(Dialect):
 
     def lock_queue_of(self, job_id: str) -> str | None:
         """Lock the queue of ``job_id`` (one round trip); its name, ``None`` if no job."""
-        if (seconds := waits.limit()) is not None:
-            rows = self.fetch(
-                LOCK_QUEUE_OF_JOB_BOUNDED,
-                {"lock_timeout": waits.milliseconds(seconds), "job_id": job_id},
-            )
-        else:
-            rows = self.fetch(LOCK_QUEUE_OF_JOB, {"job_id": job_id})
+        rows = self.fetch(*lock_queue_of_job(job_id))
         return str(rows[0][0]) if rows else None
 
     def heartbeat(self, worker_id: str) -> bool:
@@ -328,20 +358,27 @@ class PostgresClaims(Dialect):
     ) -> tuple[Row, Row | None] | None:
         """Settle (``SETTLE``'s parameters), pick the queue's next head and mark it ready
         (waking its lane unless in ``quiet_lanes``), in one round trip."""
-        from ..rows import job_fields
+        return settled_and_head(self.fetch(*settle_and_refresh(params, quiet_lanes)))
 
-        bound = {
-            **params,
-            "queue": queue,
-            "quiet_lanes": list(quiet_lanes),
-            "channel": setting("NOTIFY_CHANNEL"),
-        }
-        found = self.fetch(SETTLE_AND_REFRESH, bound)
-        if not found:
+    def settle_and_claim_alone(
+        self, params: Params, quiet_lanes: Sequence[str], lanes: str, claim_params: Params
+    ) -> tuple[tuple[Row, Row | None] | None, list[Row]] | None:
+        """Lock the settling job's queue, settle it and ready the queue's next head
+        (``settle_and_refresh``), then claim (``claim``): the three statements sent
+        together (``fetch_together``), one exchange and one implicit transaction, which the
+        server commits on its own; each statement starts once the one before has finished,
+        so the settle's snapshot follows the lock. ``None`` where they cannot go together
+        (``pipelined``): nothing was sent."""
+        if not self.pipelined():
             return None
-        width = len(job_fields())
-        head = found[0][width:]
-        return found[0][:width], (None if head[0] is None else head)
+        _, settled, claimed = self.fetch_together(
+            [
+                lock_queue_of_job(str(params["job_id"])),
+                settle_and_refresh(params, quiet_lanes),
+                (claim(lanes, int(claim_params["limit"])), claim_params),
+            ]
+        )
+        return settled_and_head(settled), claimed
 
     def heads_statement(self, queues: Sequence[str]) -> tuple[str, Params]:
         return HEADS_OF_QUEUES, {"queues": list(queues)}
