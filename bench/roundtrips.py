@@ -13,7 +13,9 @@ heartbeat, the waker):
   and the ORM's alike), named by the dialect constant it is, when it is one;
 - *round trips*: statements plus the transaction commands the driver sends on its own
   (``BEGIN``, ``COMMIT``, ``ROLLBACK``, savepoints), each one exchange with the server;
-- *commits*: the ``COMMIT`` among them (each one a WAL flush on PostgreSQL).
+  statements sent together (psycopg's pipeline mode) are one exchange;
+- *commits*: the ``COMMIT`` among them, and each pipeline sent in autocommit (one implicit
+  transaction the server commits on its own): each one a WAL flush on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -95,15 +97,28 @@ def name_of(sql: Any, names: dict[str, str]) -> str:
 
 @contextmanager
 def counting_postgres(tally: Tally, names: dict[str, str]) -> Iterator[None]:
-    """Count every statement and transaction command psycopg sends, in every thread."""
+    """Count every statement and transaction command psycopg sends, in every thread.
+
+    Statements sent together in pipeline mode are one round trip (``pipeline``), and in
+    autocommit one implicit transaction, which the server commits at its Sync: counted as
+    a commit (``COMMIT`` of the ``pipeline`` kind)."""
     import psycopg
     from psycopg._connection_base import BaseConnection
 
     execute, command = psycopg.Cursor.execute, BaseConnection._exec_command
+    pipeline = psycopg.Connection.pipeline
 
     def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         tally.add("statement", name_of(query, names))
+        if self.connection._pipeline is not None:
+            tally.add("pipelined", name_of(query, names))
         return execute(self, query, *args, **kwargs)
+
+    @contextmanager
+    def counted_pipeline(self: Any) -> Iterator[Any]:
+        tally.add("pipeline", "COMMIT" if self.autocommit else "Sync")
+        with pipeline(self) as sent:
+            yield sent
 
     def counted_command(self: Any, text: Any, *args: Any, **kwargs: Any) -> Any:
         word = bytes(text).split()[0].decode().upper() if text else "?"
@@ -112,11 +127,13 @@ def counting_postgres(tally: Tally, names: dict[str, str]) -> Iterator[None]:
 
     psycopg.Cursor.execute = counted_execute  # type: ignore[method-assign]
     BaseConnection._exec_command = counted_command  # type: ignore[method-assign]
+    psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
         psycopg.Cursor.execute = execute  # type: ignore[method-assign]
         BaseConnection._exec_command = command  # type: ignore[method-assign]
+        psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -230,11 +247,16 @@ def measure(db: str, jobs: int, idle: float) -> list[str]:
 
     def row(label: str, per: int, thread: str | None = None) -> None:
         statements = tally.total("statement", thread)
-        commands = tally.total("command", thread)
+        exchanges = (
+            statements
+            - tally.total("pipelined", thread)
+            + tally.total("pipeline", thread)
+            + tally.total("command", thread)
+        )
         commits = sum(
             n
             for (t, k, name), n in tally.counts.items()
-            if k == "command" and name == "COMMIT" and thread in (None, t)
+            if k in ("command", "pipeline") and name == "COMMIT" and thread in (None, t)
         )
         by_name = collections.Counter()
         for (t, k, name), n in tally.counts.items():
@@ -243,7 +265,7 @@ def measure(db: str, jobs: int, idle: float) -> list[str]:
         named = ", ".join(f"{name} {n / per:.2f}" for name, n in by_name.most_common())
         lines.append(
             f"| {label} | {thread or 'all'} | {statements / per:.2f} | "
-            f"{(statements + commands) / per:.2f} | {commits / per:.2f} | {named} |"
+            f"{exchanges / per:.2f} | {commits / per:.2f} | {named} |"
         )
 
     with counting(tally, names):
