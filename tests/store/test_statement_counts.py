@@ -11,8 +11,8 @@ are in docs/performance.md ("Where the time goes").
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 from django.db import connection, transaction
@@ -73,43 +73,16 @@ def _budget(table: dict[str, int]) -> int:
     return table[connection.vendor]
 
 
-def test_a_busy_default_worker_settles_and_claims_the_next_job_in_one_transaction() -> None:
-    budget = _budget(SETTLE_AND_CLAIM)
+def settle_and_claim_next(counting: Callable[[], AbstractContextManager[list[str]]]) -> list[str]:
+    """A busy default worker's job, counted by ``counting``: settle the job it ran and claim
+    the next, which the settle readied; what ``counting`` saw sent."""
     wd.enqueue("first", queue="q")
     wd.enqueue("next", queue="q")  # the settle readies it: the claim takes it
     store = WorkerStore("default")
     partition = Partition()
     running = store.claim(partition, worker_id="w")
     assert running.job is not None and running.claim_token is not None
-    with exchanges() as sent:
-        settled, claimed = store.settle(
-            running.job.job_id,
-            running.claim_token,
-            DONE,
-            claim_next=partition,
-            worker_id="w",
-            token=new_claim_token(),
-        )
-    assert settled.status == "settled"
-    assert claimed is not None and not isinstance(claimed, Exception)
-    assert claimed.status == "claimed" and claimed.job is not None
-    assert claimed.job.job_id == "next"
-    assert len(sent) == budget, sent
-    assert commits(sent) == 1
-
-
-def test_a_busy_default_worker_is_one_exchange_on_postgresql() -> None:
-    """The worker settles and claims on outside any transaction: the queue's lock, the
-    settle with its queue's next head and the claim go to the server together, one implicit
-    transaction (psycopg's pipeline): no ``BEGIN``, no ``COMMIT``. Counted on the wire
-    (libpq's trace): each Sync or simple query is one exchange."""
-    wd.enqueue("first", queue="q")
-    wd.enqueue("next", queue="q")  # the settle readies it: the claim takes it
-    store = WorkerStore("default")
-    partition = Partition()
-    running = store.claim(partition, worker_id="w")
-    assert running.job is not None and running.claim_token is not None
-    with pipelined_messages() as sent:
+    with counting() as sent:
         settled, claimed = store.settle(
             running.job.job_id,
             running.claim_token,
@@ -123,6 +96,22 @@ def test_a_busy_default_worker_is_one_exchange_on_postgresql() -> None:
     assert claimed is not None and not isinstance(claimed, Exception)
     assert claimed.status == "claimed" and claimed.job is not None
     assert claimed.job.job_id == "next"
+    return sent
+
+
+def test_a_busy_default_worker_settles_and_claims_the_next_job_in_one_transaction() -> None:
+    budget = _budget(SETTLE_AND_CLAIM)
+    sent = settle_and_claim_next(exchanges)
+    assert len(sent) == budget, sent
+    assert commits(sent) == 1
+
+
+def test_a_busy_default_worker_is_one_exchange_on_postgresql() -> None:
+    """The worker settles and claims on outside any transaction: the queue's lock, the
+    settle with its queue's next head and the claim go to the server together, one implicit
+    transaction (psycopg's pipeline): no ``BEGIN``, no ``COMMIT``. Counted on the wire
+    (libpq's trace): each Sync or simple query is one exchange."""
+    sent = settle_and_claim_next(pipelined_messages)
     exchanges = [message for message in sent if message in ("Sync", "Query")]
     assert exchanges == ["Sync"], sent
 
