@@ -57,11 +57,13 @@ TICK = os.sysconf("SC_CLK_TCK")
 #: are its cost: (label, file path suffix, function). Nested steps overlap their parents.
 STEPS = (
     ("settle + claim next: the transaction (claims.settle)", "store/claims.py", "settle"),
+    ("… lock, settle and claim, sent together", "postgres_claims.py", "settle_and_claim_alone"),
     ("… lock the job's queue", "postgres_claims.py", "PostgresClaims.lock_queue_of"),
     ("… lock the job's queue", "dialects/sqlite.py", "SqliteDialect.lock_queue_of"),
     ("… settle and refresh the head", "postgres_claims.py", "PostgresClaims.settle_and_refresh"),
     ("… settle and refresh the head", "dialects/base.py", "Dialect.settle_and_refresh"),
     ("… claim the next job", "store/claims.py", "claim_in_transaction"),
+    ("… take the claimed row", "store/claims.py", "_took"),
     ("… … decode the claimed row", "store/rows.py", "to_job"),
     ("… commit", "django/db/transaction.py", "Atomic.__exit__"),
     ("… begin", "django/db/transaction.py", "Atomic.__enter__"),
@@ -278,8 +280,11 @@ def sampled(path: Path) -> collections.Counter[tuple[str, tuple[str, ...]]]:
 
 
 def frame_matches(frame: str, suffix: str, function: str) -> bool:
+    """Whether ``frame`` is ``function`` of a file ending in ``suffix`` (py-spy names a
+    method with its class, ``Class.method``, or without it, as its version does)."""
     name, _, where = frame.partition(" (")
-    return name == function and where.split(":")[0].endswith(suffix)
+    named = name == function or function.endswith(f".{name}")
+    return named and where.split(":")[0].endswith(suffix)
 
 
 def profile_lines(stacks: collections.Counter[tuple[str, tuple[str, ...]]], top: int) -> list[str]:
