@@ -3,8 +3,9 @@ commits per ``enqueue()`` and per job of the default worker, and the worker's CP
 
 Counts do not depend on the machine's load, so they can be compared across commits on a
 busy machine where wall-clock rates cannot. Run it against a scratch database (dropped and
-re-created): ``python -m bench.roundtrips postgres|sqlite [--jobs N]``. It prints a Markdown
-table.
+re-created; ``watchdog_roundtrips`` with ``WATCHDOG_TEST_DB_SUFFIX`` appended, so runs
+beside each other stay apart): ``python -m bench.roundtrips postgres|sqlite [--jobs N]``.
+It prints a Markdown table.
 
 What is counted, per thread of the worker process (its main loop, its job thread, the
 heartbeat, the waker):
@@ -389,7 +390,7 @@ def main() -> None:
         "--idle", type=float, default=10.0, help="seconds an idle worker is counted (0: skip)"
     )
     options = parser.parse_args()
-    setup(options.db)
+    setup(options.db, DB_NAME + os.environ.get("WATCHDOG_TEST_DB_SUFFIX", ""))
     print("\n".join(measure(options.db, options.jobs, options.idle)))
     sys.stdout.flush()
 
