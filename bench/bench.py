@@ -734,6 +734,7 @@ ROWS = [
     ("flat_build_rows_per_s", "big backlog built, INSERT ... SELECT (rows/s)"),
     ("flat_build_s", "big backlog built, INSERT ... SELECT (s)"),
     ("flat_analyze_s", "big backlog's VACUUM ANALYZE or ANALYZE (s)"),
+    ("flat_checkpoint_s", "big backlog's CHECKPOINT, PostgreSQL (s)"),
     ("prune_deleted", "prune: settled rows deleted (the history's oldest tenth)"),
     ("prune_batch_size", "prune: batch size (rows per transaction)"),
     ("prune_s", "prune: the command's time, its count included (s)"),

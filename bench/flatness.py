@@ -71,7 +71,8 @@ def measure(bench: Bench, db: str) -> None:
         )
         bench.log(
             f"  generated in {made['seconds']:.1f}s (inserts {made['insert_seconds']:.1f}s, "
-            f"statistics {made['analyze_seconds']:.1f}s): {made['counts']}"
+            f"statistics {made['analyze_seconds']:.1f}s, "
+            f"checkpoint {made['checkpoint_seconds']:.1f}s): {made['counts']}"
         )
         big_drains = drains(bench, db, stamps, "b")
         big_enqueues = enqueues(bench, db, "big")
@@ -99,6 +100,7 @@ def measure(bench: Bench, db: str) -> None:
     record(db, SYSTEM, "flat_build_rows_per_s", rows / made["insert_seconds"])
     record(db, SYSTEM, "flat_build_s", made["insert_seconds"])
     record(db, SYSTEM, "flat_analyze_s", made["analyze_seconds"])
+    record(db, SYSTEM, "flat_checkpoint_s", made["checkpoint_seconds"])
     for metric, figure in pruned.items():
         record(db, SYSTEM, metric, figure)
     bench.results[db][SYSTEM]["flat_backlog"] = {
