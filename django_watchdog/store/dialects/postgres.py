@@ -23,6 +23,7 @@ from ...conf import prepared_statements, transaction_pooled
 from .base import Params, Row
 from .postgres_claims import PostgresClaims
 from .postgres_enqueue import PostgresEnqueue
+from .postgres_exchange import Exchange
 from .postgres_upkeep import PostgresUpkeep
 
 #: psycopg prepares a statement only when asked (``prepare=True``): ours.
@@ -127,6 +128,10 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         if not self.pipelined():
             return super().fetch_together(statements)
         connection = self.connection
+        with connection.wrap_database_errors:
+            if (exchange := self.exchange()) is not None:
+                connection.validate_no_broken_transaction()
+                return exchange.run(statements)
         with connection.wrap_database_errors, ExitStack() as stack:
             sent = [
                 stack.enter_context(self.driver_cursor(connection, sql)) for sql, _ in statements
@@ -136,6 +141,20 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
                 for raw, (sql, params) in zip(sent, statements, strict=True):
                     self.send(connection, raw, sql, params)
             return [_rows(raw) for raw in sent]
+
+    def exchange(self) -> Exchange | None:
+        """This connection's ``Exchange``, where it can run: no ``execute_wrapper`` hook to
+        pass each statement through, outside any transaction, in the thread that opened
+        it; ``None`` elsewhere."""
+        connection = self.connection
+        if connection.execute_wrappers:
+            return None
+        connection.ensure_connection()
+        raw = connection.connection
+        exchange: Exchange | None = getattr(connection, "_watchdog_exchange", None)
+        if exchange is None or exchange.raw is not raw:
+            exchange = connection._watchdog_exchange = Exchange(raw)
+        return exchange if exchange.usable() else None
 
     def configure_session(self, values: Sequence[tuple[str, str]]) -> None:
         params: dict[str, str] = {}
