@@ -6,7 +6,9 @@ heads, statistics gathered with ANALYZE; the planner chooses freely (no enable_s
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -15,10 +17,10 @@ from django.db.models import F
 from django.utils import timezone
 
 import django_watchdog
-from django_watchdog.domain.values import Decision
+from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import Job, Queue
 from django_watchdog.store import claims, feed
-from django_watchdog.store.dialects import dialect
+from django_watchdog.store.dialects import dialect, postgres
 from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
@@ -433,3 +435,113 @@ def test_a_settle_and_a_retry_find_their_job_by_its_id_whatever_the_statistics_s
     settled, _ = Store().settle("wait-3", "wait-3", Decision.completed())
     assert settled.status == "settled"
     assert _job_index_entries_read() - read < queues / 10
+
+
+def _a_small_analyzed_table() -> None:
+    """29 jobs over 5 queues (``small-0``…), 5 of them ready, analyzed: on a page, every
+    lookup is cheaper as a scan than through an index, in the planner's estimate."""
+    now = timezone.now()
+    Queue.objects.bulk_create([Queue(name=f"small-{index}") for index in range(5)])
+    settled = dict(state="settled", outcome="completed", enqueued_at=now, settled_at=now)
+    Job.objects.bulk_create(
+        [
+            Job(
+                job_id=f"small-done-{n}", queue=f"small-{n % 5}", lane="mail", position=n, **settled
+            )
+            for n in range(1, 20)
+        ]
+        + [
+            Job(
+                job_id=f"small-wait-{n}",
+                queue=f"small-{n % 5}",
+                lane="mail",
+                state="queued",
+                ready=n < 5,
+                position=100 + n,
+                enqueued_at=now,
+            )
+            for n in range(10)
+        ]
+    )
+    _analyze()
+
+
+def _hot_statements(prefix: str) -> dict[str, tuple[int, int]]:
+    """Run each hot statement once on queues ``{prefix}-1``… (which hold queued jobs):
+    per step, the job rows it read by scanning the table and the index entries it read."""
+    store = Store()
+    partition = claims.Partition(lanes=("mail",))
+    read: dict[str, tuple[int, int]] = {}
+
+    def count(step: str, run: Callable[[], object]) -> object:
+        scanned, entries = _rows_scanned(), _job_index_entries_read()
+        done = run()
+        read[step] = (_rows_scanned() - scanned, _job_index_entries_read() - entries)
+        return done
+
+    enqueue = django_watchdog.enqueue
+    count(
+        "enqueue displacing a head",
+        lambda: enqueue(f"{prefix}-a", queue=f"{prefix}-1", lane="mail", priority=9),
+    )
+    count("enqueue behind a head", lambda: enqueue(f"{prefix}-b", queue=f"{prefix}-2", lane="mail"))
+    many = [{"job_id": f"{prefix}-m{n}", "queue": f"{prefix}-{n}", "lane": "mail"} for n in (3, 4)]
+    count("enqueue_many", lambda: django_watchdog.enqueue_many(many))
+    claimed = count("claim", lambda: store.claim(partition, worker_id="w", token=f"{prefix}-t"))
+    assert isinstance(claimed, ClaimResult) and claimed.job is not None
+    job = claimed.job
+    count(
+        "settle and the next head",
+        lambda: store.settle(job.job_id, job.claim_token, Decision.completed()),
+    )
+    claimed = store.claim(partition, worker_id="w", token=f"{prefix}-u")
+    assert claimed.job is not None
+    job, later = claimed.job, timezone.now() + timedelta(hours=1)
+    failed = dataclasses.replace(Decision.failed("again"), retry_at=later)
+    count("retry", lambda: store.settle(job.job_id, job.claim_token, failed))
+    _a_due_job_into(f"{prefix}-0", priority=9, job_id=f"{prefix}-due")
+    count("promote_due", lambda: store.promote_due(now=timezone.now()))
+    count("next_due", store.next_due)
+    count("retries_pending", lambda: store.retries_pending(partition))
+    count("ready_probe", lambda: store.ready_probe(partition))
+    count(
+        "claim of 32",
+        lambda: store.settle_and_claim(
+            [], claim_next=partition, limit=32, worker_id="w", token=f"{prefix}-b"
+        ),
+    )
+    return read
+
+
+def _plans_made_long_ago() -> None:
+    """As if ``REPLAN_SECONDS`` had passed since this connection's plans were made."""
+    kept = getattr(connection, "_watchdog_cursors", None)
+    if kept is not None:
+        kept.planned_at -= postgres.REPLAN_SECONDS
+
+
+@pytest.mark.postgres_only
+def test_plans_made_on_a_small_analyzed_table_are_made_again_as_it_grows() -> None:
+    # The table holds a few jobs and was analyzed (a new install, after autovacuum's first
+    # look): in the plans made then, a scan of its one page is cheaper than any index, so
+    # every lookup of every hot statement scans. PostgreSQL keeps a prepared statement's
+    # generic plan (forced here; chosen on its own after five runs) until a change to the
+    # table's statistics invalidates it: the table grows, autovacuum has not looked again,
+    # and every enqueue, claim and settle read the whole table, as many times as it has
+    # lookups. The plans are made afresh every REPLAN_SECONDS.
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE watchdog_job, watchdog_queue")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    _a_small_analyzed_table()
+    on_the_small_table = _hot_statements("small")
+    assert all(scanned > 0 for scanned, _ in on_the_small_table.values()), on_the_small_table
+    queues = 1_000
+    _analyzed_when_every_job_had_settled(queues, prefix="big-", analyze=False)
+    _queue_a_backlog(queues * 4, queues, after=SETTLED, prefix="big-")
+    _plans_made_long_ago()
+    grown = _hot_statements("big")
+    assert {step: scanned for step, (scanned, _) in grown.items()} == dict.fromkeys(grown, 0)
+    # The claims read every ready job (the statistics call the queue table small: the
+    # claim walks it, then sorts): stale statistics, not the plan's age.
+    bounded = {step: entries for step, (_, entries) in grown.items() if "claim" not in step}
+    assert max(bounded.values()) < queues / 10, grown

@@ -15,6 +15,7 @@ and the methods that bind them:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -31,6 +32,12 @@ NEVER_AUTO_PREPARE = 2**31 - 1
 #: Statements whose cursor a connection keeps (``driver_cursor``); past this many, the
 #: kept ones are closed and kept afresh.
 KEPT_CURSORS = 64
+
+#: How long a connection uses the plans its prepared statements have, at most, before the
+#: server makes them again (``KeptCursors.replan_if_due``).
+REPLAN_SECONDS = 10.0
+#: Drop the connection's cached plans; its prepared statements stay, planned on next use.
+DISCARD_PLANS = "DISCARD PLANS"
 
 #: The planner's estimate of a query's rows: it reads the table statistics, not the rows.
 EXPLAIN_JSON = "EXPLAIN (FORMAT JSON) "
@@ -49,12 +56,36 @@ LISTEN = "LISTEN {channel}"
 
 
 class KeptCursors:
-    """One driver connection's cursors, one per statement text (``driver_cursor``)."""
+    """One driver connection's cursors, one per statement text (``driver_cursor``), and
+    when its plans were last made afresh (``replan_if_due``)."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
         self.thread = threading.get_ident()
         self.cursors: dict[str, Any] = {}
+        self.planned_at = time.monotonic()
+
+    def replan_if_due(self) -> None:
+        """Have the server plan this connection's prepared statements afresh on their next
+        run (``DISCARD PLANS``) if their plans are ``REPLAN_SECONDS`` old, unless its
+        transaction failed (the server would refuse; the caller reports the failure).
+
+        PostgreSQL keeps a prepared statement's generic plan until a change to a table it
+        reads invalidates it: one made while the job table was small and analyzed reads
+        the whole table for every lookup (on a page or two a scan is cheaper than an
+        index), and keeps doing so as the table grows, until autovacuum next analyzes or
+        vacuums the table. Made afresh, the plan is made for the table's present size.
+        Outside the query hooks, as psycopg's own upkeep of prepared statements is; the
+        user's plans on this connection are made afresh too, once each interval."""
+        now = time.monotonic()
+        if now - self.planned_at < REPLAN_SECONDS:
+            return
+        from psycopg import pq
+
+        if self.raw.info.transaction_status == pq.TransactionStatus.INERROR:
+            return
+        self.raw.execute(DISCARD_PLANS)
+        self.planned_at = now
 
     def cursor(self, sql: str) -> Any:
         cursor = self.cursors.get(sql)
@@ -90,7 +121,8 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         were opened in: a new connection (after a reconnect) keeps cursors of its own, and
         a thread sharing another's connection (Django's live-server tests) gets a cursor of
         its own each time, as two threads must not read one cursor's result. A kept
-        cursor holds its statement's last result until it runs again.
+        cursor holds its statement's last result until it runs again. The connection's
+        plans are made afresh every ``REPLAN_SECONDS`` (``KeptCursors.replan_if_due``).
         """
         connection.ensure_connection()
         raw = connection.connection
@@ -106,6 +138,7 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
             with psycopg.Cursor(raw) as cursor:
                 yield cursor
             return
+        kept.replan_if_due()
         yield kept.cursor(sql)
 
     def _execute_on_driver(
