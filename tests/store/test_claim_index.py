@@ -545,3 +545,26 @@ def test_plans_made_on_a_small_analyzed_table_are_made_again_as_it_grows() -> No
     # claim walks it, then sorts): stale statistics, not the plan's age.
     bounded = {step: entries for step, (_, entries) in grown.items() if "claim" not in step}
     assert max(bounded.values()) < queues / 10, grown
+
+
+@pytest.mark.postgres_only
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: estimating fewer claimable jobs than it takes, the claim joins every "
+    "ready job to the queue table and sorts them rather than walk the claim index",
+)
+def test_a_claim_of_32_over_every_lane_walks_the_claim_index_on_a_table_never_analyzed() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE watchdog_job, watchdog_queue")  # a new file, as a new install's
+        cursor.execute(  # and no statistics at all
+            "DELETE FROM pg_statistic"
+            " WHERE starelid IN ('watchdog_job'::regclass, 'watchdog_queue'::regclass)"
+        )
+    queues = 500
+    Queue.objects.bulk_create([Queue(name=f"q{index}") for index in range(queues)])
+    _queue_a_backlog(queues * 2, queues, after=0)  # 500 ready jobs, one per queue
+    entries, scanned = _job_index_entries_read(), _rows_scanned()
+    _, claimed = Store().settle_and_claim([], claim_next=claims.Partition(), limit=32)
+    read = (_job_index_entries_read() - entries, _rows_scanned() - scanned)
+    assert len(claimed) == 32
+    assert sum(read) < queues / 5, read
