@@ -10,7 +10,8 @@ import psycopg
 import pytest
 from django.db import DatabaseError, OperationalError, connection
 
-from django_watchdog.store.dialects import dialect
+from django_watchdog.store.dialects import dialect, postgres
+from django_watchdog.store.dialects.postgres import kept_cursors
 from django_watchdog.store.dialects.postgres_exchange import Exchange
 
 from .helpers import pipelined_messages
@@ -43,6 +44,19 @@ def test_a_statement_is_prepared_once_and_run_by_name_after() -> None:
         assert together(ONE, TWO) == [[(1,)], [(2, "x")]]
     assert "Parse" not in messages, messages
     assert messages.count("Bind") == 2 and messages.count("Sync") == 1, messages
+
+
+def test_its_plans_are_made_afresh_as_the_cursors_are() -> None:
+    """Plans ``REPLAN_SECONDS`` old are dropped before the exchange (``DISCARD PLANS``, a
+    simple query), as before a kept cursor's statement."""
+    together(ONE, TWO)
+    kept_cursors(connection).planned_at -= postgres.REPLAN_SECONDS
+    with pipelined_messages() as messages:
+        assert together(ONE, TWO) == [[(1,)], [(2, "x")]]
+    assert [m for m in messages if m in ("Query", "Sync")] == ["Query", "Sync"], messages
+    with pipelined_messages() as messages:
+        together(ONE, TWO)
+    assert "Query" not in messages, messages
 
 
 def test_a_failing_statement_undoes_the_exchange_and_leaves_the_connection_usable() -> None:

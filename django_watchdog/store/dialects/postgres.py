@@ -124,18 +124,11 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         cursor holds its statement's last result until it runs again. The connection's
         plans are made afresh every ``REPLAN_SECONDS`` (``KeptCursors.replan_if_due``).
         """
-        connection.ensure_connection()
-        raw = connection.connection
-        kept: KeptCursors | None = getattr(connection, "_watchdog_cursors", None)
-        if kept is None or kept.raw is not raw:
-            if raw.prepare_threshold is None:
-                # Django disables preparing; allow it for statements that ask (ours) only.
-                raw.prepare_threshold = NEVER_AUTO_PREPARE
-            kept = connection._watchdog_cursors = KeptCursors(raw)
+        kept = kept_cursors(connection)
         if kept.thread != threading.get_ident():
             import psycopg
 
-            with psycopg.Cursor(raw) as cursor:
+            with psycopg.Cursor(kept.raw) as cursor:
                 yield cursor
             return
         kept.replan_if_due()
@@ -178,7 +171,8 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
     def exchange(self) -> Exchange | None:
         """This connection's ``Exchange``, where it can run: no ``execute_wrapper`` hook to
         pass each statement through, outside any transaction, in the thread that opened
-        it; ``None`` elsewhere."""
+        it; ``None`` elsewhere. Its plans are made afresh as the cursors' are
+        (``KeptCursors.replan_if_due``)."""
         connection = self.connection
         if connection.execute_wrappers:
             return None
@@ -187,7 +181,10 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         exchange: Exchange | None = getattr(connection, "_watchdog_exchange", None)
         if exchange is None or exchange.raw is not raw:
             exchange = connection._watchdog_exchange = Exchange(raw)
-        return exchange if exchange.usable() else None
+        if not exchange.usable():
+            return None
+        kept_cursors(connection).replan_if_due()
+        return exchange
 
     def configure_session(self, values: Sequence[tuple[str, str]]) -> None:
         params: dict[str, str] = {}
@@ -234,6 +231,20 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
             if key in options:
                 params[key] = options[key]
         return params
+
+
+def kept_cursors(connection: Any) -> KeptCursors:
+    """The ``KeptCursors`` of Django's ``connection`` for its present driver connection
+    (opened if it was not): a new one after a reconnect."""
+    connection.ensure_connection()
+    raw = connection.connection
+    kept: KeptCursors | None = getattr(connection, "_watchdog_cursors", None)
+    if kept is None or kept.raw is not raw:
+        if raw.prepare_threshold is None:
+            # Django disables preparing; allow it for statements that ask (ours) only.
+            raw.prepare_threshold = NEVER_AUTO_PREPARE
+        kept = connection._watchdog_cursors = KeptCursors(raw)
+    return kept
 
 
 def _rows(raw: Any) -> list[Row]:
