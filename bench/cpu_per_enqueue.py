@@ -8,14 +8,8 @@ enqueue_counted``, with the bench's settings and databases, as ``bench/run`` enq
 the systems' order alternating from chunk to chunk. Each process enqueues, per case,
 ``--enqueues`` jobs one per call after the bench's untimed warm-up, and reads around them:
 
-- the client's CPU: the process's user + system time (``getrusage``);
-- the server's CPU spent serving it: the on-CPU time of the server thread behind Django's
-  connection, from ``/proc/<pid>/schedstat`` (nanoseconds). PostgreSQL: the connection's
-  backend process (``pg_backend_pid()``). MariaDB runs one process with a thread per
-  connection, named alike, and this server keeps ``performance_schema`` off (it maps a
-  connection to its thread, but turning it on takes a restart): the thread is the one
-  whose CPU time grows by a ``BENCHMARK()`` the connection runs, found again until one
-  thread grew four times more than any other;
+- the client's CPU and the server's CPU spent serving it (the server process or thread
+  behind Django's connection), as ``bench.connection_costs`` reads them from ``/proc``;
 - wall time, which depends on the load.
 
 The cases: watchdog into a new queue per job and into one existing queue holding queued
@@ -41,11 +35,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from bench import bench
-from bench.roundtrips import cpu_seconds
+from bench.connection_costs import connection_id, cpu_seconds, on_cpu, serving_schedstat
 
 SYSTEMS = ("watchdog", "tasks_db")
 #: Per system, its cases: (label, queues, autocommit). ``queues`` as the driver's enqueue
@@ -59,54 +52,6 @@ CASES = {
     ),
     "tasks_db": (("atomic()", 0, False), ("autocommit", 0, True)),
 }
-#: A statement that keeps the MariaDB thread serving it on the CPU for tens of milliseconds.
-MARIADB_PROBE = "SELECT BENCHMARK(200000, SHA2('which thread serves me', 256))"
-#: The probe's thread must grow this many times more than any other thread of the server.
-PROBE_MARGIN = 4
-
-
-def on_cpu(schedstat: Path) -> float:
-    """Seconds a process or thread has run, from its ``/proc/.../schedstat``."""
-    return int(schedstat.read_text().split()[0]) / 1e9
-
-
-def threads_on_cpu(tasks: Path) -> dict[Path, float]:
-    """Seconds each thread in ``/proc/<pid>/task`` has run (those that ended meanwhile
-    left out)."""
-    spent = {}
-    for task in tasks.iterdir():
-        try:
-            spent[task] = on_cpu(task / "schedstat")
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return spent
-
-
-def serving_schedstat(cursor: Any, vendor: str) -> Path:
-    """The ``schedstat`` file of the server process or thread serving ``cursor``'s
-    connection (PostgreSQL or MariaDB on this machine)."""
-    if vendor == "postgresql":
-        cursor.execute("SELECT pg_backend_pid()")
-        return Path(f"/proc/{cursor.fetchone()[0]}/schedstat")
-    cursor.execute("SELECT @@pid_file")
-    server = Path(f"/proc/{int(Path(cursor.fetchone()[0]).read_text())}/task")
-    for _ in range(10):
-        before = threads_on_cpu(server)
-        cursor.execute(MARIADB_PROBE)
-        cursor.fetchall()
-        after = threads_on_cpu(server)
-        grown = sorted((after[task] - before[task], task) for task in after.keys() & before)
-        (second, _), (most, task) = grown[-2:]
-        if most > PROBE_MARGIN * max(second, 0.001):
-            return task / "schedstat"
-    raise RuntimeError(f"no thread of {server.parent} stood out serving {MARIADB_PROBE}")
-
-
-def connection_id(cursor: Any, vendor: str) -> int:
-    cursor.execute(
-        "SELECT pg_backend_pid()" if vendor == "postgresql" else "SELECT CONNECTION_ID()"
-    )
-    return int(cursor.fetchone()[0])
 
 
 def counted(

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import resource
 import signal
 import sys
 import threading
@@ -32,6 +31,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from bench.connection_costs import cpu_seconds
 
 #: Jobs drained by the worker (over JOBS / 10 queues).
 JOBS = 500
@@ -224,11 +225,6 @@ def _recreate_mariadb(database: dict[str, Any], name: str) -> None:
         cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
     finally:
         admin.close()
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def measure(db: str, jobs: int, idle: float) -> list[str]:
