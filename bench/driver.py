@@ -134,11 +134,7 @@ def django_system() -> dict[str, Any]:
                 enqueue(f"{tag}:{i}", i, queues)
 
     if OP == "enqueue_single":
-        singles(f"{ARGS['tag']}w", WARM_UP)
-        settle_heap()
-        started = time.perf_counter()
-        singles(ARGS["tag"], ARGS["n"])
-        return {"seconds": time.perf_counter() - started}
+        return enqueue_single(singles)
     if OP == "enqueue_counted":
         from bench import cpu_per_enqueue
 
@@ -194,6 +190,32 @@ def django_system() -> dict[str, Any]:
 
         return backlog.run(OP, ARGS)
     raise SystemExit(f"unknown op {OP}")
+
+
+def enqueue_single(singles: Callable[[str, int], None]) -> dict[str, Any]:
+    """``n`` single enqueues after the warm-up, timed; with ARGS "checkpoint", after a
+    ``CHECKPOINT`` on PostgreSQL (each measured phase starts with no page yet changed since
+    one, whatever ran before); with "counted", also what they cost per enqueue
+    (bench.connection_costs)."""
+    from django.db import connection
+
+    singles(f"{ARGS['tag']}w", WARM_UP)
+    costs = None
+    if ARGS.get("counted"):
+        from bench.connection_costs import Costs
+
+        costs = Costs()
+    if ARGS.get("checkpoint") and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("CHECKPOINT")
+    settle_heap()
+    before = costs.read() if costs else None
+    started = time.perf_counter()
+    singles(ARGS["tag"], ARGS["n"])
+    done: dict[str, Any] = {"seconds": time.perf_counter() - started}
+    if costs and before:
+        done["counted"] = costs.per_call(before, costs.read(), ARGS["n"])
+    return done
 
 
 def feed_reads() -> dict[str, Any]:
