@@ -50,10 +50,11 @@ WAL_SOURCE = (
 )
 #: Relations by the file their blocks are written to (``pg_waldump`` names files).
 RELATIONS = "SELECT pg_relation_filenode(oid), relname FROM pg_class WHERE relfilenode <> 0"
-#: One ``pg_waldump`` record: its rmgr, total length (full-page images included), xid, and
-#: what follows ``desc:`` (its kind, then the blocks it changes).
+#: One ``pg_waldump`` record: its rmgr, its length without and with its full-page images,
+#: xid, and what follows ``desc:`` (its kind, then the blocks it changes).
 WAL_RECORD = re.compile(
-    r"^rmgr: (\S+)\s+len \(rec/tot\):\s*\d+/\s*(\d+), tx:\s*(\d+), lsn: \S+, prev \S+, desc: (.*)$"
+    r"^rmgr: (\S+)\s+len \(rec/tot\):\s*(\d+)/\s*(\d+), tx:\s*(\d+), lsn: \S+, prev \S+, "
+    r"desc: (.*)$"
 )
 BLOCK = re.compile(r"blkref #\d+: rel (\d+)/(\d+)/(\d+)(?: fork \w+)? blk \d+( FPW)?")
 
@@ -123,11 +124,13 @@ class Reading:
 @dataclass(kw_only=True)
 class OwnWal:
     """This database's WAL records between two LSNs: total bytes (full-page images
-    included), records, full-page images, and the bytes of each relation changed."""
+    included), records, full-page images and their bytes, and the bytes of each relation
+    changed."""
 
     bytes: int = 0
     records: int = 0
     fpi: int = 0
+    fpi_bytes: int = 0
     by_relation: Counter[str] = field(default_factory=Counter)
     fpi_by_relation: Counter[str] = field(default_factory=Counter)
 
@@ -150,10 +153,11 @@ def own_wal(
         found = WAL_RECORD.match(line)
         if found is None:
             continue
-        rmgr, length, xid, desc = found[1], int(found[2]), int(found[3]), found[4]
+        rmgr, length, xid, desc = found[1], int(found[3]), int(found[4]), found[5]
         blocks = [b for b in BLOCK.finditer(desc) if int(b[2]) == database]
         if blocks:
             ours.bytes += length
+            ours.fpi_bytes += length - int(found[2])
             ours.records += 1
             ours.by_relation[names.get(int(blocks[0][3]), blocks[0][3])] += length
             for block in blocks:
@@ -217,7 +221,7 @@ class Costs:
 
     def per_call(self, before: Reading, after: Reading, calls: int) -> dict[str, Any]:
         """Per call between the two readings: CPU in µs, and on PostgreSQL WAL bytes,
-        records and full-page images (this database's, ``None`` where ``pg_wal`` is not
+        records, full-page images and their bytes (this database's, ``None`` where ``pg_wal`` is not
         readable here; ``wal_bytes_server``: the whole server's) and blocks hit and read,
         with ``wal_by_relation`` (bytes) and ``fpi_by_relation`` per call."""
         client = (after.client - before.client) / calls * 1e6
@@ -246,6 +250,7 @@ class Costs:
                 wal_bytes=wal.bytes / calls,
                 wal_records=wal.records / calls,
                 wal_fpi=wal.fpi / calls,
+                wal_fpi_bytes=wal.fpi_bytes / calls,
                 wal_by_relation={k: v / calls for k, v in wal.by_relation.most_common()},
                 fpi_by_relation={k: v / calls for k, v in wal.fpi_by_relation.most_common()},
             )

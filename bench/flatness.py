@@ -58,6 +58,7 @@ COUNTERS = (
     "server_cpu_us",
     "wal_records",
     "wal_fpi",
+    "wal_fpi_bytes",
     "wal_bytes_server",
     "blocks_read",
 )

@@ -65,5 +65,6 @@ def test_the_wal_counted_is_this_databases_by_relation_not_the_servers() -> None
     for name in ("watchdog_job", "watchdog_job_pkey", "watchdog_queue", "(commit)"):
         assert relations[name] > 0, relations
     assert found["wal_records"] >= 3
+    assert 0 <= found["wal_fpi_bytes"] < found["wal_bytes"]
     assert found["server_cpu_us"] > 0
     assert found["blocks"] > 0
