@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import flatness
+from bench import flat_enqueues, flatness
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -725,7 +725,7 @@ ROWS = [
     ("flat_enqueue_existing_cost", "enqueue cost, existing queue (big / empty)"),
     ("flat_enqueue_behind_ms_big", "enqueue, 1 job/transaction, behind the busy queue (ms)"),
     ("flat_enqueue_behind_cost", "enqueue cost, behind the busy queue / existing queue, empty"),
-    *flatness.counted_rows(),
+    *flat_enqueues.counted_rows(),
     ("flat_status_ms_empty", "watchdog status, in-process, empty tables (ms)"),
     ("flat_status_ms_big", "watchdog status, in-process, big backlog (ms)"),
     ("flat_admin_jobs_ms_empty", "admin job list, first page, empty tables (ms)"),

@@ -8,10 +8,9 @@ Measured on empty tables, then again with ``flat_queued`` jobs behind one busy q
    flatness = rate with the backlog / rate on empty tables, for each;
 2. ``enqueue()``, one job per transaction (the enqueue workload's driver code), into a new
    queue and into an existing one, and with the backlog behind the busy queue's
-   ``flat_queued`` jobs, each run after a ``CHECKPOINT`` on PostgreSQL: milliseconds per
-   enqueue, and counted (bench.connection_costs): the client's and the server's CPU, and on
-   PostgreSQL this database's WAL (bytes, records, full-page images, and bytes by relation)
-   and the blocks hit and read; cost = with the backlog / empty, timed and counted;
+   ``flat_queued`` jobs (bench/flat_enqueues.py): milliseconds per enqueue, and what it
+   cost, counted (CPU, and on PostgreSQL WAL and blocks); cost = with the backlog / empty,
+   timed and counted;
 3. ``manage.py watchdog status`` and the admin's job and queue lists (bench/reads.py);
 4. with the backlog only: ``manage.py watchdog prune`` of the history's oldest tenth
    (bench/pruning.py) while 2 default workers drain jobs fed to them throughout: rows
@@ -28,14 +27,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from bench import flat_enqueues
+from bench.flat_enqueues import ratios
+
 if TYPE_CHECKING:
     from .bench import Bench, Stamps, Workers
 
 SYSTEM = "watchdog"
 #: The queue whose head a bench-sleep worker holds running, the backlog queued behind it.
 BUSY = "busy"
-#: The enqueue figures' jobs stay queued in a lane no worker serves.
-IDLE_LANE = "bench-idle"
 #: Timed runs of each read (after one warm-up).
 READS = 5
 #: The prune deletes the oldest 1/PRUNED_SHARE of the settled history.
@@ -44,59 +44,6 @@ PRUNED_SHARE = 10
 FEED_SECONDS = 10
 #: The two kinds of worker drained: the bench's ``--batch``, and the default worker.
 KINDS = ("batch", "default")
-#: The enqueue figures' counted cost, by the name of the driver's figure: (label, unit).
-#: Each has its big / empty ratio (``COSTS``); the others are recorded for the record.
-COUNTED = {
-    "cpu_us": ("client + server CPU", "µs"),
-    "wal_bytes": ("WAL, this database's records", "bytes"),
-    "blocks": ("blocks hit + read", "blocks"),
-}
-COSTS = tuple(COUNTED)
-COUNTERS = (
-    *COSTS,
-    "client_cpu_us",
-    "server_cpu_us",
-    "wal_records",
-    "wal_fpi",
-    "wal_fpi_bytes",
-    "wal_bytes_server",
-    "blocks_read",
-)
-#: ``enqueues()``: the key of a kind's counted figures.
-COUNTED_SUFFIX = "_counted"
-#: The enqueue cases' labels in the printed table (behind: on the big tables only).
-CASES = {
-    "new": "new queue",
-    "existing": "existing queue",
-    "behind": "behind the busy queue",
-}
-#: Each enqueue case's figures on the big tables against those of this case on empty ones.
-AGAINST = {"new": "new", "existing": "existing", "behind": "existing"}
-
-
-def counted_rows() -> list[tuple[str, str]]:
-    """The printed table's rows of the counted enqueue cost (bench.bench's ``ROWS``)."""
-    rows = []
-    for kind, case in CASES.items():
-        for counter, (label, unit) in COUNTED.items():
-            if kind != "behind":
-                rows.append(
-                    (
-                        f"flat_enqueue_{kind}_{counter}_empty",
-                        f"enqueue, {case}, {label}, empty ({unit})",
-                    )
-                )
-            rows.append(
-                (f"flat_enqueue_{kind}_{counter}_big", f"enqueue, {case}, {label}, big ({unit})")
-            )
-            against = "existing queue, empty" if kind == "behind" else "empty"
-            rows.append(
-                (
-                    f"flat_enqueue_{kind}_{counter}_cost",
-                    f"enqueue counted cost, {case}, {label} (big / {against})",
-                )
-            )
-    return rows
 
 
 def measure(bench: Bench, db: str) -> None:
@@ -104,7 +51,7 @@ def measure(bench: Bench, db: str) -> None:
     bench.watchdog(db, "reset", bench.work / "stamps-reset.txt")
     stamps = bench.stamps(f"flat-{db}")
     empty_drains = drains(bench, db, stamps, "e")
-    empty_enqueues = enqueues(bench, db, "empty")
+    empty_enqueues = flat_enqueues.enqueues(bench, db, "empty")
     empty_reads = reads(bench, db)
     rows = sizes.flat_queued + sizes.flat_settled
     with bench.workers(
@@ -131,7 +78,7 @@ def measure(bench: Bench, db: str) -> None:
             f"checkpoint {made['checkpoint_seconds']:.1f}s): {made['counts']}"
         )
         big_drains = drains(bench, db, stamps, "b")
-        big_enqueues = enqueues(bench, db, "big")
+        big_enqueues = flat_enqueues.enqueues(bench, db, "big", behind=BUSY)
         big_reads = reads(bench, db)
         pruned = prune_under_load(bench, db, statistics.median(big_drains["default"]))
         sleeper.check_alive()
@@ -142,7 +89,7 @@ def measure(bench: Bench, db: str) -> None:
         record(db, SYSTEM, f"flat_empty{suffix}", empty)
         record(db, SYSTEM, f"flat_big{suffix}", big)
         record(db, SYSTEM, f"flatness{suffix}", ratios(big, empty))
-    record_enqueues(bench, db, empty_enqueues, big_enqueues)
+    flat_enqueues.record(bench, db, empty_enqueues, big_enqueues)
     for read in ("status", "admin_jobs", "admin_queues"):
         record(db, SYSTEM, f"flat_{read}_ms_empty", empty_reads[f"{read}_ms"])
         record(db, SYSTEM, f"flat_{read}_ms_big", big_reads[f"{read}_ms"])
@@ -156,10 +103,6 @@ def measure(bench: Bench, db: str) -> None:
         "queued": sizes.flat_queued + sizes.flat_drain,
         "settled": sizes.flat_settled,
     }
-
-
-def ratios(numerators: list[float], denominators: list[float]) -> list[float]:
-    return [n / d for n, d in zip(numerators, denominators, strict=True)]
 
 
 def drains(bench: Bench, db: str, stamps: Stamps, label: str) -> dict[str, list[float]]:
@@ -187,89 +130,6 @@ def drains(bench: Bench, db: str, stamps: Stamps, label: str) -> dict[str, list[
                 before_each=maintain,
             )
     return rates
-
-
-def enqueues(bench: Bench, db: str, state: str) -> dict[str, list[Any]]:
-    """Per ``enqueue()`` in its own transaction, each into a new queue, all into one
-    existing queue and, with the backlog, all behind the busy queue's jobs: milliseconds
-    (``kind``), and what it cost, counted (``kind`` + ``COUNTED_SUFFIX``: the driver's
-    ``counted``, bench.connection_costs). Each run starts after a ``CHECKPOINT`` on
-    PostgreSQL, so the first change of a page writes its full image in every run alike."""
-    n, stamp = bench.sizes.enqueue_single, bench.work / "stamps-enqueue.txt"
-    queues: dict[str, dict[str, str]] = {"new": {}, "existing": {"queue": f"existing-{state}"}}
-    if state == "big":
-        queues["behind"] = {"queue": BUSY}
-    found: dict[str, list[Any]] = {}
-    for rep in range(bench.repeat):
-        for kind, where in queues.items():
-            tag = f"n{kind[0]}{state[0]}:{rep}"
-            done = bench.watchdog(
-                db,
-                "enqueue_single",
-                stamp,
-                n=n,
-                tag=tag,
-                lane=IDLE_LANE,
-                counted=True,
-                checkpoint=True,
-                **where,
-            )
-            found.setdefault(kind, []).append(done["seconds"] / n * 1000)
-            found.setdefault(kind + COUNTED_SUFFIX, []).append(done["counted"])
-    return found
-
-
-def record_enqueues(
-    bench: Bench, db: str, empty: dict[str, list[Any]], big: dict[str, list[Any]]
-) -> None:
-    """The enqueue figures, timed and counted, each with its big / empty ratio (behind the
-    busy queue: against the existing queue's on empty tables), and the WAL of each relation
-    per enqueue (medians) in the results JSON."""
-    record = bench.record
-    by_relation: dict[str, dict[str, Any]] = {}
-    for kind, base in AGAINST.items():
-        empty_ms, big_ms = empty[base], big[kind]
-        empty_counts, big_counts = empty[base + COUNTED_SUFFIX], big[kind + COUNTED_SUFFIX]
-        if kind != "behind":
-            record(db, SYSTEM, f"flat_enqueue_{kind}_ms_empty", empty_ms)
-        record(db, SYSTEM, f"flat_enqueue_{kind}_ms_big", big_ms)
-        record(db, SYSTEM, f"flat_enqueue_{kind}_cost", ratios(big_ms, empty_ms))
-        for counter in COUNTERS:
-            small, large = counts(empty_counts, counter), counts(big_counts, counter)
-            if large is None or small is None:
-                continue
-            if kind != "behind":
-                record(db, SYSTEM, f"flat_enqueue_{kind}_{counter}_empty", small)
-            record(db, SYSTEM, f"flat_enqueue_{kind}_{counter}_big", large)
-            if counter in COSTS:
-                record(db, SYSTEM, f"flat_enqueue_{kind}_{counter}_cost", ratios(large, small))
-        for state, runs in (("empty", empty_counts), ("big", big_counts)):
-            if kind == "behind" and state == "empty":
-                continue
-            for what in ("wal_by_relation", "fpi_by_relation"):
-                medians = median_by_key([run.get(what) or {} for run in runs])
-                if medians:
-                    by_relation.setdefault(f"{kind}_{state}", {})[what] = medians
-    if by_relation:
-        bench.results[db][SYSTEM]["flat_enqueue_wal_by_relation"] = by_relation
-        for case, figures in by_relation.items():
-            top = ", ".join(
-                f"{name} {size:.0f}" for name, size in list(figures["wal_by_relation"].items())[:8]
-            )
-            bench.log(f"  enqueue WAL per relation ({case}, bytes per enqueue): {top}")
-
-
-def counts(runs: list[dict[str, Any]], counter: str) -> list[float] | None:
-    """``counter``'s figure in each run; ``None`` where the database does not count it."""
-    figures = [run.get(counter) for run in runs]
-    return None if any(f is None for f in figures) else [float(f) for f in figures]
-
-
-def median_by_key(runs: list[dict[str, float]]) -> dict[str, float]:
-    """Each key's median over the runs (0 in a run that lacks it), largest first."""
-    keys = {key for run in runs for key in run}
-    medians = {key: statistics.median(run.get(key, 0.0) for run in runs) for key in keys}
-    return dict(sorted(medians.items(), key=lambda item: -item[1]))
 
 
 def reads(bench: Bench, db: str) -> dict[str, list[float]]:

@@ -44,6 +44,10 @@ def test_the_bench_measures_every_mariadb_workload(tmp_path, bench_databases):
     assert {"flatness_default", "flat_enqueue_new_cost", "flat_status_ms_big"} <= measured[
         "watchdog"
     ]
+    # The single enqueue counted on MariaDB too: the client's and its server thread's CPU.
+    assert {"flat_enqueue_new_cpu_us_cost", "flat_enqueue_new_server_cpu_us_big"} <= measured[
+        "watchdog"
+    ]
     assert {"flat_admin_jobs_ms_big", "prune_rows_per_s", "prune_drain_ratio"} <= measured[
         "watchdog"
     ]
