@@ -11,6 +11,17 @@ pytest_plugins = ["django_watchdog.testing.pytest"]
 THROUGH_PGBOUNCER = os.environ.get("WATCHDOG_TEST_DB") == "pgbouncer"
 
 
+@pytest.fixture(autouse=True)
+def no_queue_seen_before():
+    """Each test starts with connections that have seen no queue exist: the hint
+    (``postgres_enqueue.known_queues``) outlives the rows a test leaves, and a stale one
+    changes which statements an enqueue sends (not what it does)."""
+    from django.db import connections
+
+    for connection in connections.all(initialized_only=True):
+        connection.__dict__.pop("_watchdog_known_queues", None)
+
+
 @pytest.fixture
 def clean_handlers():
     """Restore the handler registry after a test that registers its own."""

@@ -98,11 +98,19 @@ SELECT created.name,
 """
 
 
-#: A job enqueued alone (``enter_job_alone``): first its queue, locked, or created.
+#: One job's queue, locked, or created (its name returned then): first of the two
+#: statements of a job enqueued alone (``enter_job_alone``), or inside a transaction into a
+#: queue the connection has seen exist (``known_queues``). It touches the queue's row only,
+#: where ``ENTER_NEW_QUEUE`` into a queue that exists also starts and ends an insert of
+#: jobs that inserts none (its plan's every node, the job table and its 23 indexes opened
+#: and closed), and binds and sends every value of the job for it.
 HOLD_QUEUE = f"""
 INSERT INTO watchdog_queue (name, created_at) VALUES (%(queue)s, %(created_at)s)
 {LOCK_EXISTING_QUEUE}
+RETURNING name
 """
+#: How many queue names ``known_queues`` keeps per connection before it starts afresh.
+KNOWN_QUEUES = 1024
 #: Added to ``insert_with_heads`` after ``HOLD_QUEUE``: a job not inserted (its id was
 #: taken) into the queue ``HOLD_QUEUE`` created deletes that queue again, so the implicit
 #: transaction leaves nothing behind, and no statement fails. The queue row's ``xmax``
@@ -197,6 +205,9 @@ class PostgresEnqueue(Dialect):
 
         One statement when every queue is new (the common case: a queue per object); a
         second, sent once the first has locked them, for the jobs of queues that existed.
+        One job into a queue the connection has seen exist (``known_queues``): its lock
+        (``HOLD_QUEUE``, which creates it if it is gone after all), then that second
+        statement.
         """
         channel = setting("NOTIFY_CHANNEL")
         per_job = [
@@ -205,6 +216,13 @@ class PostgresEnqueue(Dialect):
         stamp = self.param_datetime(now)
         inserted: list[Row] = []
         created: set[str] = set()
+        known = known_queues(self.connection)
+        if len(batch) == 1 and batch[0].queue in known:
+            params = {**per_job[0], "created_at": stamp, "channel": channel}
+            if self.fetch(HOLD_QUEUE, params):
+                created.add(batch[0].queue)
+            inserted = self.fetch(INSERT_WITH_HEAD, params)
+            return [tuple(row[:4]) for row in inserted], created, {}
         if len(batch) == 1:
             params = {**per_job[0], "created_at": stamp, "channel": channel}
             sql = ENTER_NEW_QUEUE
@@ -216,6 +234,7 @@ class PostgresEnqueue(Dialect):
             created.add(name)
             if entered[0] is not None:
                 inserted.append(tuple(entered[:4]))
+        known.update(new.queue for new in batch)
         rest = [
             values for new, values in zip(batch, per_job, strict=True) if new.queue not in created
         ]
@@ -246,6 +265,16 @@ class PostgresEnqueue(Dialect):
             [(HOLD_QUEUE, params), (INSERT_WITH_HEAD_OR_UNDO, params)]
         )
         return [tuple(row[:4]) for row in inserted]
+
+
+def known_queues(connection: Any) -> set[str]:
+    """The queues this connection has seen exist (``KNOWN_QUEUES`` at most, then none
+    again): a hint, not a fact, since a queue row may be deleted (``idle_queues``) or its
+    creation rolled back; ``HOLD_QUEUE`` creates a queue it does not find."""
+    known: set[str] | None = getattr(connection, "_watchdog_known_queues", None)
+    if known is None or len(known) >= KNOWN_QUEUES:
+        known = connection._watchdog_known_queues = set()
+    return known
 
 
 def _by_column(per_job: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
