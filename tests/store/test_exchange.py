@@ -8,7 +8,7 @@ import threading
 
 import psycopg
 import pytest
-from django.db import DatabaseError, OperationalError, connection
+from django.db import DatabaseError, OperationalError, connection, transaction
 
 from django_watchdog.store.dialects import dialect, postgres
 from django_watchdog.store.dialects.postgres import kept_cursors
@@ -100,16 +100,80 @@ def test_an_exchange_runs_only_in_the_thread_that_opened_it() -> None:
     assert exchange.usable()
 
 
-def test_inside_a_transaction_its_statements_are_the_transactions() -> None:
+def test_inside_a_transaction_not_yet_begun_it_begins_it_in_the_same_exchange() -> None:
     """Inside ``atomic()`` before its first statement the connection's status says idle
-    (psycopg sends the ``BEGIN`` with that statement): the statements take the cursors'
-    way, after the ``BEGIN``, and are undone with the block."""
-    from django.db import transaction
+    (psycopg sends the ``BEGIN`` with that statement): the exchange sends it first, and its
+    statements are undone with the block."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE written (n int)")
+    insert = ("INSERT INTO written VALUES (%(n)s) RETURNING n", {"n": 1})
+    with transaction.atomic():
+        with pipelined_messages() as messages:
+            assert together(insert, ONE) == [[(1,)], [(1,)]]
+        assert together(("SELECT count(*) FROM written", {})) == [[(1,)]]
+        transaction.set_rollback(True)
+    assert [m for m in messages if m in ("Sync", "Query")] == ["Sync"], messages
+    assert together(("SELECT count(*) FROM written", {})) == [[(0,)]]
 
+
+def test_inside_a_transaction_under_way_its_statements_take_the_cursors_way() -> None:
     with connection.cursor() as cursor:
         cursor.execute("CREATE TEMP TABLE written (n int)")
     with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO written VALUES (1)")
         assert dialect("default").exchange() is None
-        assert together(("INSERT INTO written VALUES (1) RETURNING n", {}), ONE) == [[(1,)], [(1,)]]
+        assert together(("SELECT count(*) FROM written", {}), ONE) == [[(1,)], [(1,)]]
+        transaction.set_rollback(True)
+    assert together(("SELECT count(*) FROM written", {})) == [[(0,)]]
+
+
+def test_statements_psycopg_deallocated_in_a_transaction_under_way_do_not_fail_it() -> None:
+    """psycopg deallocates every prepared statement on a rollback, a savepoint's too (it
+    holds names of its own once a kept cursor prepared one): a transaction that goes on
+    after such a rollback still runs its statements."""
+    d = dialect("default")
+    together(ONE, TWO)
+    with transaction.atomic():
+        assert d.fetch("SELECT 1") == [(1,)]  # a kept cursor: psycopg prepares it
+        with pytest.raises(DatabaseError), transaction.atomic():
+            d.fetch("SELECT 1 / 0")
+        assert together(ONE, TWO) == [[(1,)], [(2, "x")]]
+        assert d.fetch_in_turn([ONE, TWO]) == [[(1,)], [(2, "x")]]
+    assert together(ONE, TWO) == [[(1,)], [(2, "x")]]
+
+
+def test_the_transaction_it_begins_is_the_one_psycopg_would_begin() -> None:
+    """The connection's isolation level, read only and deferrable settings are the
+    ``BEGIN``'s, as on psycopg's own."""
+    raw = connection.connection
+    before = raw.isolation_level
+    raw.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+    try:
+        with transaction.atomic():
+            isolation = ("SELECT current_setting('transaction_isolation')", {})
+            assert together(isolation) == [[("serializable",)]]
+    finally:
+        raw.isolation_level = before
+
+
+def test_a_failing_statement_aborts_the_transaction_and_the_block_rolls_it_back() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE written (n int)")
+    insert = ("INSERT INTO written VALUES (%(n)s) RETURNING n", {"n": 7})
+    with pytest.raises(DatabaseError, match="division by zero"), transaction.atomic():
+        together(insert, ("SELECT 1 / %(zero)s::int", {"zero": 0}), ONE)
+    assert together(("SELECT count(*) FROM written", {}), ONE) == [[(0,)], [(1,)]]
+
+
+def test_statements_the_server_forgot_are_prepared_again_in_a_transaction_they_begin() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE written (n int)")
+    insert = ("INSERT INTO written VALUES (%(n)s) RETURNING n", {"n": 7})
+    together(ONE, TWO)
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    with transaction.atomic():
+        assert together(insert, ONE, TWO) == [[(7,)], [(1,)], [(2, "x")]]
         transaction.set_rollback(True)
     assert together(("SELECT count(*) FROM written", {})) == [[(0,)]]

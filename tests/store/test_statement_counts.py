@@ -131,6 +131,23 @@ def test_one_enqueue_in_its_own_transaction(queue: str, budget: dict[str, int]) 
 
 
 @pytest.mark.parametrize("queue", ["fresh", "busy"], ids=["into a new queue", "into a busy one"])
+def test_one_enqueue_inside_a_transaction_is_one_exchange_then_the_commit_on_postgresql(
+    queue: str,
+) -> None:
+    """Inside ``atomic()`` the transaction's ``BEGIN`` goes with the enqueue's statements,
+    and into a queue the connection has seen exist (the autocommit enqueue before), the
+    queue's lock and the insert go together: one exchange, then the ``COMMIT``. Counted on
+    the wire (libpq's trace): each Sync or simple query is one exchange."""
+    wd.enqueue("earlier", queue="busy")
+    with pipelined_messages() as sent, transaction.atomic():
+        result = wd.enqueue("new", queue=queue)
+    assert result.status == "queued"
+    assert result.job.ready == (queue == "fresh")
+    exchanges = [message for message in sent if message in ("Sync", "Query")]
+    assert exchanges == ["Sync", "Query"], sent  # the exchange, COMMIT
+
+
+@pytest.mark.parametrize("queue", ["fresh", "busy"], ids=["into a new queue", "into a busy one"])
 def test_one_enqueue_in_autocommit_is_one_exchange_on_postgresql(queue: str) -> None:
     """Outside any transaction, the queue's lock and the insert go to the server together,
     one implicit transaction (psycopg's pipeline): no ``BEGIN``, no ``COMMIT``. Counted on

@@ -117,6 +117,12 @@ class Dialect:
         text (``driver_cursor``)."""
         return [self.run(sql, params, _rows) for sql, params in statements]
 
+    def fetch_in_turn(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """``fetch_together``, in one exchange only where that costs less than a round trip
+        per statement, inside the caller's transaction as well (PostgreSQL's libpq
+        pipeline); one statement after another elsewhere."""
+        return Dialect.fetch_together(self, statements)
+
     def pipelined(self) -> bool:
         """Whether ``fetch_together`` sends its statements in one exchange."""
         return False

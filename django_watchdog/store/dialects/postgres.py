@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from ...conf import prepared_statements, transaction_pooled
-from .base import Params, Row
+from .base import Dialect, Params, Row
 from .postgres_claims import PostgresClaims
 from .postgres_enqueue import PostgresEnqueue
 from .postgres_exchange import Exchange
@@ -168,11 +168,24 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
                     self.send(connection, raw, sql, params)
             return [_rows(raw) for raw in sent]
 
+    def fetch_in_turn(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """On the connection's ``Exchange`` where it can run, in one exchange (inside the
+        caller's transaction, its ``BEGIN`` too if not yet sent); elsewhere one after
+        another, as psycopg's pipeline mode costs more client CPU than the round trips it
+        saves."""
+        connection = self.connection
+        if self.pipelined():
+            with connection.wrap_database_errors:
+                if (exchange := self.exchange()) is not None:
+                    connection.validate_no_broken_transaction()
+                    return exchange.run(statements)
+        return Dialect.fetch_together(self, statements)
+
     def exchange(self) -> Exchange | None:
-        """This connection's ``Exchange``, where it can run: no ``execute_wrapper`` hook to
-        pass each statement through, outside any transaction, in the thread that opened
-        it; ``None`` elsewhere. Its plans are made afresh as the cursors' are
-        (``KeptCursors.replan_if_due``)."""
+        """This connection's ``Exchange``, where it can run (``Exchange.usable``): no
+        ``execute_wrapper`` hook to pass each statement through, in the thread that opened
+        it, in autocommit or inside a transaction; ``None`` elsewhere. Its plans are made
+        afresh as the cursors' are (``KeptCursors.replan_if_due``)."""
         connection = self.connection
         if connection.execute_wrappers:
             return None

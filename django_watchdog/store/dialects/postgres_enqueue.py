@@ -207,7 +207,8 @@ class PostgresEnqueue(Dialect):
         second, sent once the first has locked them, for the jobs of queues that existed.
         One job into a queue the connection has seen exist (``known_queues``): its lock
         (``HOLD_QUEUE``, which creates it if it is gone after all), then that second
-        statement.
+        statement, both in one exchange (``fetch_in_turn``: with the transaction's
+        ``BEGIN`` if it is yet to be sent).
         """
         channel = setting("NOTIFY_CHANNEL")
         per_job = [
@@ -219,9 +220,9 @@ class PostgresEnqueue(Dialect):
         known = known_queues(self.connection)
         if len(batch) == 1 and batch[0].queue in known:
             params = {**per_job[0], "created_at": stamp, "channel": channel}
-            if self.fetch(HOLD_QUEUE, params):
+            held, inserted = self.fetch_in_turn([(HOLD_QUEUE, params), (INSERT_WITH_HEAD, params)])
+            if held:
                 created.add(batch[0].queue)
-            inserted = self.fetch(INSERT_WITH_HEAD, params)
             return [tuple(row[:4]) for row in inserted], created, {}
         if len(batch) == 1:
             params = {**per_job[0], "created_at": stamp, "channel": channel}
@@ -230,7 +231,8 @@ class PostgresEnqueue(Dialect):
             params = {**_by_column(per_job), "queues": sorted({new.queue for new in batch})}
             params.update(created_at=stamp, channel=channel)
             sql = ENTER_NEW_QUEUES
-        for name, *entered in self.fetch(sql, params):
+        (entering,) = self.fetch_in_turn([(sql, params)])
+        for name, *entered in entering:
             created.add(name)
             if entered[0] is not None:
                 inserted.append(tuple(entered[:4]))
@@ -238,10 +240,11 @@ class PostgresEnqueue(Dialect):
         rest = [
             values for new, values in zip(batch, per_job, strict=True) if new.queue not in created
         ]
-        if len(rest) == 1:
-            inserted.extend(self.fetch(INSERT_WITH_HEAD, {**rest[0], "channel": channel}))
-        elif rest:
-            inserted.extend(self.fetch(INSERT_WITH_HEADS, {**_by_column(rest), "channel": channel}))
+        if rest:
+            sql, params = INSERT_WITH_HEAD, rest[0]
+            if len(rest) > 1:
+                sql, params = INSERT_WITH_HEADS, _by_column(rest)
+            inserted.extend(self.fetch_in_turn([(sql, {**params, "channel": channel})])[0])
         return [tuple(row[:4]) for row in inserted], created, {}
 
     def enter_job_alone(self, new: NewJob, delayed: bool, now: Any) -> list[Row] | None:
@@ -264,6 +267,8 @@ class PostgresEnqueue(Dialect):
         _, inserted = self.fetch_together(
             [(HOLD_QUEUE, params), (INSERT_WITH_HEAD_OR_UNDO, params)]
         )
+        if inserted:
+            known_queues(self.connection).add(new.queue)
         return [tuple(row[:4]) for row in inserted]
 
 

@@ -42,59 +42,79 @@ class Exchange:
         self.named = 0
 
     def usable(self) -> bool:
-        """In the thread that opened it, on an open connection in autocommit outside any
-        transaction (inside ``atomic()`` psycopg has not yet sent its ``BEGIN`` before the
-        block's first statement: the connection's status says idle there too)."""
+        """In the thread that opened it, on an open connection idle between transactions:
+        in autocommit, or inside ``atomic()`` before the block's first statement (psycopg
+        sends its ``BEGIN`` with that statement, and until then the connection's status
+        says idle: ``run`` sends that ``BEGIN`` itself, first of the exchange). Not in a
+        two-phase transaction.
+
+        Not inside a transaction under way: psycopg deallocates every prepared statement
+        on any rollback (a savepoint's too), and a statement the server forgot fails the
+        exchange, which inside such a transaction aborts it, past sending again."""
         from psycopg import pq
 
-        pgconn = self.raw.pgconn
+        raw = self.raw
+        pgconn = raw.pgconn
         return (
             self.thread == threading.get_ident()
-            and self.raw.autocommit
             and pgconn.status == pq.ConnStatus.OK
-            and pgconn.transaction_status == pq.TransactionStatus.IDLE
             and pgconn.pipeline_status == pq.PipelineStatus.OFF
+            and pgconn.transaction_status == pq.TransactionStatus.IDLE
+            and (raw.autocommit or _begins_as_psycopg(raw))
         )
 
     def run(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
-        """Every statement, then one ``Sync``, in one exchange: one implicit transaction,
-        committed whole or rolled back whole by the first error, which is raised (a
-        psycopg error) once every result up to the ``Sync`` is read.
+        """Every statement, then one ``Sync``, in one exchange, and their rows; the first
+        error is raised (a psycopg error) once every result up to the ``Sync`` is read.
 
-        A statement the server no longer holds prepared (someone sent ``DEALLOCATE ALL``
-        or ``DISCARD ALL`` on the connection) fails the exchange before anything is
-        written; it is sent again once, every statement prepared afresh."""
+        In autocommit the statements are one implicit transaction, committed whole or
+        rolled back whole by that error. Inside ``atomic()`` they begin the caller's
+        transaction (with the command psycopg would have sent) and are part of it: an
+        error aborts it, as a statement's own would.
+
+        A statement the server no longer holds prepared (psycopg deallocates every one on
+        a rollback; someone sent ``DEALLOCATE ALL`` or ``DISCARD ALL``) fails the exchange
+        before anything is written; it is sent again once, every statement prepared
+        afresh, the transaction it began rolled back first."""
         from psycopg import errors
 
+        begin = None if self.raw.autocommit else self.raw._get_tx_start_command()
         try:
-            return self._run(statements)
+            return self._run(statements, begin)
         except errors.InvalidSqlStatementName:
             self.prepared.clear()
-            return self._run(statements)
+            if begin is not None:
+                self.raw.rollback()
+            return self._run(statements, begin)
 
-    def _run(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+    def _run(
+        self, statements: Sequence[tuple[str, Params]], begin: bytes | None
+    ) -> list[list[Row]]:
         with self.raw.lock:
             pgconn = self.raw.pgconn
             pgconn.enter_pipeline_mode()
             try:
-                preparing = self._send(pgconn, statements)
+                if begin is not None:
+                    pgconn.send_query_params(begin, None)
+                preparing = self._send(pgconn, statements, first=int(begin is not None))
                 results = _read_to_sync(pgconn)
                 pgconn.exit_pipeline_mode()
             except BaseException:
                 self.raw.close()
                 raise
-        return self._answers(results, preparing, len(statements))
+        return self._answers(results, preparing, first=int(begin is not None))
 
     def _send(
-        self, pgconn: Any, statements: Sequence[tuple[str, Params]]
+        self, pgconn: Any, statements: Sequence[tuple[str, Params]], first: int
     ) -> list[tuple[int, tuple[bytes, tuple[int, ...]], bytes]]:
-        """Send each statement (preparing those not yet prepared); the ones prepared now,
-        by the index of their result, with their key and name."""
+        """Send each statement (preparing those not yet prepared), their results from
+        index ``first`` on; the ones prepared now, by the index of their result, with
+        their key and name."""
         from psycopg import pq
         from psycopg._queries import PostgresQuery
 
         preparing: list[tuple[int, tuple[bytes, tuple[int, ...]], bytes]] = []
-        results = 0
+        results = first
         for sql, params in statements:
             query = PostgresQuery(self.transformer)
             query.convert(sql, params)
@@ -122,10 +142,11 @@ class Exchange:
         self,
         results: list[Any],
         preparing: list[tuple[int, tuple[bytes, tuple[int, ...]], bytes]],
-        count: int,
+        first: int,
     ) -> list[list[Row]]:
-        """Each statement's rows; the first error raised. A statement counts as prepared
-        once its ``Parse`` succeeded."""
+        """Each statement's rows (its results from index ``first`` on, less the prepared
+        ones' ``Parse``); the first error raised. A statement counts as prepared once its
+        ``Parse`` succeeded."""
         from psycopg import errors, pq
 
         ok = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
@@ -138,8 +159,7 @@ class Exchange:
                 raise errors.error_from_result(failed, encoding=self.raw.info.encoding)
             raise errors.InternalError(f"unexpected result in an exchange: {failed.status!r}")
         prepared_at = {index for index, _, _ in preparing}
-        answers = [r for index, r in enumerate(results) if index not in prepared_at]
-        assert len(answers) == count
+        answers = [r for index, r in enumerate(results[first:], first) if index not in prepared_at]
         return [self._rows(result) for result in answers]
 
     def _rows(self, result: Any) -> list[Row]:
@@ -149,6 +169,12 @@ class Exchange:
             return []
         self.transformer.set_pgresult(result)
         return list(self.transformer.load_rows(0, result.ntuples, tuple))
+
+
+def _begins_as_psycopg(raw: Any) -> bool:
+    """Whether an exchange can begin ``raw``'s transaction as psycopg would: with its own
+    command (a private method, checked for), and no two-phase transaction."""
+    return hasattr(raw, "_get_tx_start_command") and not getattr(raw, "_tpc", None)
 
 
 def _read_to_sync(pgconn: Any) -> list[Any]:
