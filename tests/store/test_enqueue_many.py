@@ -141,3 +141,38 @@ def test_the_trace_context_is_written_with_each_job_into_new_and_existing_queues
         assert result.job.trace_context == context
     assert [job.trace_context for job in Job.objects.all()] == [context] * (2 * count)
     assert Store().claim().job.trace_context == context
+
+
+def test_every_value_of_a_batch_is_stored_as_given_whatever_its_neighbours_hold():
+    """Each column goes to the server as one array: values and NULLs side by side, the
+    extremes of each type, text beyond ASCII."""
+    later = timezone.now() + timedelta(hours=1)
+    limit = 9007199254740991
+    items = [
+        {"job_id": "é-1", "queue": "ü", "lane": "l-2.x", "priority": -limit, "payload": {"k": "☃"}},
+        {
+            "job_id": "t-2",
+            "queue": "ü",
+            "priority": limit,
+            "payload": [1, 2.5, None],
+            "max_recoveries": 7,
+            "run_after": later,
+            "retry": wd.RetryPolicy(max_attempts=3),
+            "timeout": 0.25,
+        },
+        {"job_id": "t-3", "queue": "v", "payload": "x" * 10_000, "timeout": 86_400},
+    ]
+    wd.enqueue_many(items)
+    stored = {job.job_id: job for job in Job.objects.all()}
+    assert [stored[i["job_id"]].priority for i in items] == [-limit, limit, 0]
+    assert [stored[i["job_id"]].payload for i in items] == [
+        {"k": "☃"},
+        [1, 2.5, None],
+        "x" * 10_000,
+    ]
+    assert [stored[i["job_id"]].max_recoveries for i in items] == [None, 7, None]
+    assert [stored[i["job_id"]].run_after for i in items] == [None, later, None]
+    assert [stored[i["job_id"]].timeout for i in items] == [None, 0.25, 86_400.0]
+    assert [stored[i["job_id"]].lane for i in items] == ["l-2.x", "default", "default"]
+    assert stored["t-2"].retry_policy == wd.RetryPolicy(max_attempts=3).to_json()
+    assert [stored[i["job_id"]].delayed for i in items] == [False, True, False]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...conf import setting
 from .base import Dialect, Row
-from .postgres_claims import NOW, displaced
+from .postgres_claims import NEXT_JOB_ID, NOW, displaced
 
 if TYPE_CHECKING:
     from ..enqueue import NewJob
@@ -22,17 +22,17 @@ JOB_ROWS = (
     "retry_policy, timeout, trace_context, ordinal)"
 )
 JOBS_FROM_ARRAYS = f"""unnest(
-    %(job_id)s::text[], %(queue)s::text[], %(lane)s::text[], %(priority)s::bigint[],
-    %(payload)s::jsonb[], %(max_recoveries)s::bigint[], %(delayed)s::boolean[],
-    %(run_after)s::timestamptz[], %(retry_policy)s::jsonb[], %(timeout)s::double precision[],
-    %(trace_context)s::jsonb[]
+    %(job_id)b::text[], %(queue)b::text[], %(lane)b::text[], %(priority)b::bigint[],
+    %(payload)b::jsonb[], %(max_recoveries)b::bigint[], %(delayed)b::boolean[],
+    %(run_after)b::timestamptz[], %(retry_policy)b::jsonb[], %(timeout)b::double precision[],
+    %(trace_context)b::jsonb[]
 ) WITH ORDINALITY {JOB_ROWS}"""
 JOB_FROM_VALUES = f"""(VALUES (
     %(job_id)s::text, %(queue)s::text, %(lane)s::text, %(priority)s::bigint,
     %(payload)s::jsonb, %(max_recoveries)s::bigint, %(delayed)s::boolean,
     %(run_after)s::timestamptz, %(retry_policy)s::jsonb, %(timeout)s::double precision,
     %(trace_context)s::jsonb, 1::bigint)) {JOB_ROWS}"""
-QUEUES_FROM_ARRAY = "SELECT unnest(%(queues)s::text[]), %(created_at)s"
+QUEUES_FROM_ARRAY = "SELECT unnest(%(queues)b::text[]), %(created_at)s"
 QUEUE_FROM_VALUES = "VALUES (%(queue)s, %(created_at)s)"
 
 
@@ -80,7 +80,7 @@ WITH created AS (
     RETURNING name
 ),
 input AS (
-    SELECT nextval(pg_get_serial_sequence('watchdog_job', 'id')) AS id, u.*
+    SELECT {NEXT_JOB_ID} AS id, u.*
       FROM {jobs}
      WHERE u.queue IN (SELECT name FROM created)
      ORDER BY u.ordinal
@@ -158,7 +158,7 @@ def insert_with_heads(jobs: str, demote: str, undo: str = "") -> str:
     """
     return f"""
 WITH input AS (
-    SELECT nextval(pg_get_serial_sequence('watchdog_job', 'id')) AS id, u.*
+    SELECT {NEXT_JOB_ID} AS id, u.*
       FROM {jobs}
      ORDER BY u.ordinal
 ),

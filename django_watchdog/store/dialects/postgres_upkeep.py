@@ -10,6 +10,7 @@ from typing import Any
 
 from . import common
 from .base import Dialect, Params, Row
+from .postgres_claims import NEXT_JOB_ID
 
 is_set = Dialect.is_set
 is_unset = Dialect.is_unset
@@ -28,9 +29,8 @@ SELECT j.id, j.queue FROM watchdog_job j JOIN watchdog_queue q ON q.name = j.que
  ORDER BY j.run_after, j.id LIMIT %(limit)s
    FOR UPDATE OF q SKIP LOCKED
 """
-POSITION = """
-UPDATE watchdog_job SET delayed = FALSE,
-       position = nextval(pg_get_serial_sequence('watchdog_job', 'id'))
+POSITION = f"""
+UPDATE watchdog_job SET delayed = FALSE, position = {NEXT_JOB_ID}
  WHERE id = %(id)s AND delayed
 """
 
