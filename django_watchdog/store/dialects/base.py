@@ -119,8 +119,8 @@ class Dialect:
 
     def fetch_in_turn(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
         """``fetch_together``, in one exchange only where that costs less than a round trip
-        per statement, inside the caller's transaction as well (PostgreSQL's libpq
-        pipeline); one statement after another elsewhere."""
+        per statement, inside ``atomic()`` before its first statement as well (PostgreSQL's
+        libpq pipeline); one statement after another elsewhere."""
         return Dialect.fetch_together(self, statements)
 
     def pipelined(self) -> bool:

@@ -169,10 +169,10 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
             return [_rows(raw) for raw in sent]
 
     def fetch_in_turn(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
-        """On the connection's ``Exchange`` where it can run, in one exchange (inside the
-        caller's transaction, its ``BEGIN`` too if not yet sent); elsewhere one after
-        another, as psycopg's pipeline mode costs more client CPU than the round trips it
-        saves."""
+        """On the connection's ``Exchange`` where it can run, in one exchange (inside
+        ``atomic()`` before its first statement, with the transaction's ``BEGIN``);
+        elsewhere (a transaction under way) one after another, as psycopg's pipeline mode
+        costs more client CPU than the round trips it saves."""
         connection = self.connection
         if self.pipelined():
             with connection.wrap_database_errors:
@@ -184,8 +184,9 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
     def exchange(self) -> Exchange | None:
         """This connection's ``Exchange``, where it can run (``Exchange.usable``): no
         ``execute_wrapper`` hook to pass each statement through, in the thread that opened
-        it, in autocommit or inside a transaction; ``None`` elsewhere. Its plans are made
-        afresh as the cursors' are (``KeptCursors.replan_if_due``)."""
+        it, in autocommit or inside ``atomic()`` before its first statement; ``None``
+        elsewhere. Its plans are made afresh as the cursors' are
+        (``KeptCursors.replan_if_due``)."""
         connection = self.connection
         if connection.execute_wrappers:
             return None
