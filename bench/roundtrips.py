@@ -103,12 +103,24 @@ def counting_postgres(tally: Tally, names: dict[str, str]) -> Iterator[None]:
 
     Statements sent together in pipeline mode are one round trip (``pipeline``), and in
     autocommit one implicit transaction, which the server commits at its Sync: counted as
-    a commit (``COMMIT`` of the ``pipeline`` kind)."""
+    a commit (``COMMIT`` of the ``pipeline`` kind). So are the store's exchanges on libpq's
+    pipeline (``Exchange``), which no psycopg cursor sees; the ``BEGIN`` an exchange sends
+    first inside ``atomic()`` is part of its one round trip."""
     import psycopg
     from psycopg._connection_base import BaseConnection
 
+    from django_watchdog.store.dialects.postgres_exchange import Exchange
+
     execute, command = psycopg.Cursor.execute, BaseConnection._exec_command
     pipeline = psycopg.Connection.pipeline
+    exchange = Exchange._run
+
+    def counted_exchange(self: Any, statements: Any, begin: Any) -> Any:
+        for sql, _ in statements:
+            tally.add("statement", name_of(sql, names))
+            tally.add("pipelined", name_of(sql, names))
+        tally.add("pipeline", "COMMIT" if self.raw.autocommit else "Sync")
+        return exchange(self, statements, begin)
 
     def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         tally.add("statement", name_of(query, names))
@@ -130,12 +142,14 @@ def counting_postgres(tally: Tally, names: dict[str, str]) -> Iterator[None]:
     psycopg.Cursor.execute = counted_execute  # type: ignore[method-assign]
     BaseConnection._exec_command = counted_command  # type: ignore[method-assign]
     psycopg.Connection.pipeline = counted_pipeline  # type: ignore[method-assign,assignment]
+    Exchange._run = counted_exchange  # type: ignore[method-assign]
     try:
         yield
     finally:
         psycopg.Cursor.execute = execute  # type: ignore[method-assign]
         BaseConnection._exec_command = command  # type: ignore[method-assign]
         psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
+        Exchange._run = exchange  # type: ignore[method-assign]
 
 
 @contextmanager
