@@ -153,11 +153,9 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         transaction: committed whole, or rolled back whole by an error."""
         if not self.pipelined():
             return super().fetch_together(statements)
+        if (exchanged := self._exchanged(statements)) is not None:
+            return exchanged
         connection = self.connection
-        with connection.wrap_database_errors:
-            if (exchange := self.exchange()) is not None:
-                connection.validate_no_broken_transaction()
-                return exchange.run(statements)
         with connection.wrap_database_errors, ExitStack() as stack:
             sent = [
                 stack.enter_context(self.driver_cursor(connection, sql)) for sql, _ in statements
@@ -173,13 +171,19 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         ``atomic()`` before its first statement, with the transaction's ``BEGIN``);
         elsewhere (a transaction under way) one after another, as psycopg's pipeline mode
         costs more client CPU than the round trips it saves."""
-        connection = self.connection
-        if self.pipelined():
-            with connection.wrap_database_errors:
-                if (exchange := self.exchange()) is not None:
-                    connection.validate_no_broken_transaction()
-                    return exchange.run(statements)
+        if self.pipelined() and (exchanged := self._exchanged(statements)) is not None:
+            return exchanged
         return Dialect.fetch_together(self, statements)
+
+    def _exchanged(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]] | None:
+        """Each statement's rows, run on the connection's ``Exchange``; ``None`` (nothing
+        sent) where it cannot run."""
+        connection = self.connection
+        with connection.wrap_database_errors:
+            if (exchange := self.exchange()) is None:
+                return None
+            connection.validate_no_broken_transaction()
+            return exchange.run(statements)
 
     def exchange(self) -> Exchange | None:
         """This connection's ``Exchange``, where it can run (``Exchange.usable``): no
