@@ -256,7 +256,7 @@ class MariadbDialect(Dialect):
             columns = [column[0] for column in cursor.description]
             first = cursor.fetchone()
         rows = first[columns.index("rows")] if first else None
-        return None if rows is None else int(rows)
+        return None if rows is None else explained_rows(rows)
 
     def locking(self, sql: str, params: Params) -> list[Row]:
         """Run a lock-taking statement, bounded in a bounded block."""
@@ -430,3 +430,10 @@ def _rows_then_status(cursor: Any) -> list[Row]:
         if cursor.description:
             rows.extend(cursor.fetchall())
     return rows
+
+
+def explained_rows(value: object) -> int:
+    """The rows ``EXPLAIN``'s ``rows`` column estimates: a number, or with a rowid filter
+    the rows the access reads and the filter's share of them (``"98 (2%)"``), of which the
+    first is kept: an upper bound of what the query matches."""
+    return int(str(value).split(maxsplit=1)[0])
