@@ -10,6 +10,7 @@ the systems' order alternating from chunk to chunk. Each process enqueues, per c
 
 - the client's CPU and the server's CPU spent serving it (the server process or thread
   behind Django's connection), as ``bench.connection_costs`` reads them from ``/proc``;
+  SQLite has no server: its work is the client's, and the server's column reads 0;
 - wall time, which depends on the load.
 
 The cases: watchdog into a new queue per job and into one existing queue holding queued
@@ -20,8 +21,9 @@ medians per enqueue (µs), and for watchdog django-tasks-db's client + server CP
 by watchdog's in the same transaction mode (at least 1.00x: watchdog costs no more).
 
 Run it (django-tasks-db lives in the bench's virtualenv; ``bench/run`` builds it):
-``bench/.venv-peers/bin/python -m bench.cpu_per_enqueue postgres|mariadb [--enqueues N]
-[--chunks N]``. It drops and re-creates the bench's databases (``BENCH_DB_SUFFIX``).
+``bench/.venv-peers/bin/python -m bench.cpu_per_enqueue postgres|mariadb|sqlite [--enqueues N]
+[--chunks N]``. It drops and re-creates the bench's databases (``BENCH_DB_SUFFIX``; SQLite:
+its files).
 """
 
 from __future__ import annotations
@@ -66,24 +68,32 @@ def counted(
     server's CPU seconds and the wall seconds they took. Stops at the end of stdin."""
     from django.db import connection
 
-    with connection.cursor() as cursor:
-        serving = serving_schedstat(cursor, connection.vendor)
-        serving_id = connection_id(cursor, connection.vendor)
+    served = connection.vendor != "sqlite"  # SQLite has no server: its work is the client's
+    if served:
+        with connection.cursor() as cursor:
+            serving = serving_schedstat(cursor, connection.vendor)
+            serving_id = connection_id(cursor, connection.vendor)
+
+    def server_cpu() -> float:
+        return on_cpu(serving) if served else 0.0
+
     for _, queues, autocommit in CASES[system]:
         singles(f"w:{queues}{autocommit}", warm_up, queues, autocommit)
     for chunk, line in enumerate(sys.stdin):
         found = {}
         for label, queues, autocommit in CASES[system]:
             settle_heap()
-            client, server, wall = cpu_seconds(), on_cpu(serving), time.perf_counter()
+            client, server, wall = cpu_seconds(), server_cpu(), time.perf_counter()
             singles(f"{chunk}:{queues}{autocommit}", int(line), queues, autocommit)
             found[label] = {
                 "client": cpu_seconds() - client,
-                "server": on_cpu(serving) - server,
+                "server": server_cpu() - server,
                 "wall": time.perf_counter() - wall,
             }
-        with connection.cursor() as cursor:
-            if connection_id(cursor, connection.vendor) != serving_id:
+        if served:
+            with connection.cursor() as cursor:
+                moved = connection_id(cursor, connection.vendor) != serving_id
+            if moved:
                 raise RuntimeError("the enqueues changed connection: the thread read is another's")
         print(json.dumps(found), flush=True)
     return {}
@@ -171,7 +181,7 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("db", choices=("postgres", "mariadb"))
+    parser.add_argument("db", choices=("postgres", "mariadb", "sqlite"))
     parser.add_argument("--enqueues", type=int, default=200, help="enqueues per case and chunk")
     parser.add_argument("--chunks", type=int, default=15)
     options = parser.parse_args()

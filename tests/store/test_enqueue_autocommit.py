@@ -5,6 +5,7 @@ where a dialect that can runs ``enqueue()`` as a transaction of the database's o
 from __future__ import annotations
 
 import pytest
+from django.db import DatabaseError, connection, connections
 
 import django_watchdog as wd
 from django_watchdog import JobConflict
@@ -48,3 +49,37 @@ def test_a_conflict_into_a_new_queue_sends_no_failing_statement() -> None:
         wd.enqueue("j", queue="fresh")
     assert "ErrorResponse" not in messages, messages
     assert not Queue.objects.filter(name="fresh").exists()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's transaction of its own")
+def test_an_error_inside_sqlites_own_transaction_rolls_it_back_and_leaves_autocommit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On SQLite the enqueue sends ``BEGIN IMMEDIATE`` and ``COMMIT`` itself, outside
+    Django's ``atomic()``: an error between them (here after the queue's row went in) must
+    leave nothing written and the connection in autocommit, not inside a transaction
+    Django does not know of, which would swallow every later write uncommitted."""
+    from django_watchdog.store.dialects.sqlite import SqliteDialect
+
+    kept = SqliteDialect.fetch_rows
+    calls = []
+
+    def failing_second(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        if len(calls) == 2:  # the job's insert, after the queue's
+            raise DatabaseError("the disk is full")
+        return kept(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqliteDialect, "fetch_rows", failing_second)
+    with pytest.raises(DatabaseError, match="the disk is full"):
+        wd.enqueue("j", queue="fresh")
+    monkeypatch.setattr(SqliteDialect, "fetch_rows", kept)
+    assert len(calls) == 2
+    assert not connection.connection.in_transaction
+    assert connection.get_autocommit()
+    assert not Queue.objects.filter(name="fresh").exists()
+    assert wd.enqueue("j", queue="fresh").status == "queued"
+    with connections["default"].cursor() as cursor:  # another look: it was committed
+        cursor.execute("SELECT COUNT(*) FROM watchdog_job WHERE job_id = 'j'")
+        assert cursor.fetchone()[0] == 1
+    assert not connection.connection.in_transaction
