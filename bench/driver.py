@@ -144,18 +144,29 @@ def django_system() -> dict[str, Any]:
         def bulk(tag: str, n: int) -> None:
             queues = ARGS.get("queues", 0)
             if SYSTEM == "watchdog":
-                # watchdog's bulk API: one transaction, one INSERT on PostgreSQL.
+                # watchdog's bulk API: one transaction, one INSERT on PostgreSQL. A call
+                # takes at most MAX_BULK jobs: more (the prune's feeder, at a fast drain
+                # rate) go as several calls in one transaction.
                 import django_watchdog as wd
+                from django_watchdog.api import MAX_BULK
 
-                wd.enqueue_many(
-                    {
-                        "job_id": f"{tag}:{i}",
-                        "queue": f"q{i % queues}" if queues else f"q-{tag}:{i}",
-                        "lane": "bench",
-                        "payload": f"{tag}:{i}",
-                    }
-                    for i in range(n)
-                )
+                def batch(start: int) -> None:
+                    wd.enqueue_many(
+                        {
+                            "job_id": f"{tag}:{i}",
+                            "queue": f"q{i % queues}" if queues else f"q-{tag}:{i}",
+                            "lane": "bench",
+                            "payload": f"{tag}:{i}",
+                        }
+                        for i in range(start, min(n, start + MAX_BULK))
+                    )
+
+                if n <= MAX_BULK:
+                    batch(0)
+                    return
+                with transaction.atomic():
+                    for start in range(0, n, MAX_BULK):
+                        batch(start)
             else:
                 with transaction.atomic():
                     for i in range(n):
