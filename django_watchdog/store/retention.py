@@ -17,7 +17,9 @@ and each pass forgets those whose ``ID_RETENTION`` has passed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -51,22 +53,45 @@ def prune_batches(
     walk reaches the age, or after ``max_batches``.
     """
     cutoff = now - older_than
+    turns = _Turns(using)
     forgotten = 0
     while max_batches is None or forgotten < max_batches:
         forgotten += 1
-        if pruned_ids.forget(using, now=now, batch_size=batch_size) < batch_size:
+        with turns.batch():
+            left = pruned_ids.forget(using, now=now, batch_size=batch_size)
+        if left < batch_size:
             break
     done = 0
     place: Place | None = None
     while max_batches is None or done < max_batches:
-        deleted, place = prune_batch(
-            using, cutoff=cutoff, batch_size=batch_size, now=now, after=place
-        )
+        with turns.batch():
+            deleted, place = prune_batch(
+                using, cutoff=cutoff, batch_size=batch_size, now=now, after=place
+            )
         done += 1
         if deleted:
             yield deleted
         if place is None:
             return
+
+
+class _Turns:
+    """A run of write batches that lets other writers in between two of them
+    (``Dialect.between_write_batches``): each batch after the first waits its turn."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+        self.held: float | None = None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if self.held is not None:
+            dialect(self.using).between_write_batches(self.held)
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.held = time.monotonic() - started
 
 
 def prune(

@@ -241,6 +241,11 @@ class Dialect:
         """In a bounded block (``waits.bounded``), bound the caller's lock waits."""
         raise NotImplementedError
 
+    def between_write_batches(self, held: float) -> None:
+        """Between two write transactions of a long run of them (a prune's batches), the
+        first of which took ``held`` seconds: let other writers in. Row locks let them in
+        all along: nothing to do."""
+
     def lock_queue(self, queue: str) -> None:
         """Serialise every change to ``queue`` until this transaction ends."""
         raise NotImplementedError

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -230,6 +231,11 @@ BEGIN_WRITE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
 
+#: The longest SQLite's busy handler (the default one, which ``OPTIONS["timeout"]`` sets)
+#: sleeps between two tries for the write lock: a gap this long lets every writer waiting
+#: for the lock try once.
+BUSY_HANDLER_LONGEST_SLEEP = 0.1
+
 #: Changes whenever another connection commits: a cheap poll for new work.
 DATA_VERSION = "PRAGMA data_version"
 
@@ -293,6 +299,15 @@ class SqliteDialect(Dialect):
 
     def bound_lock_waits(self) -> None:
         """The busy timeout already bounds every wait for the write lock."""
+
+    def between_write_batches(self, held: float) -> None:
+        """One writer at a time, and a writer waiting for the lock sleeps between its
+        tries: a batch begun right after the last one's commit takes the lock again before
+        any of them wakes (a prune of 1,000-row batches let two workers drain 26 jobs/s
+        where they drained 1,025). So wait as long as the batch held the lock, and at least
+        ``BUSY_HANDLER_LONGEST_SLEEP``: every waiting writer gets its turn, and a long run
+        of batches holds the lock half the time at most."""
+        time.sleep(max(held, BUSY_HANDLER_LONGEST_SLEEP))
 
     def lock_queue(self, queue: str) -> None:
         """The write transaction already excludes every other writer."""
