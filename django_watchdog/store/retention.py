@@ -58,8 +58,8 @@ def prune_batches(
     while max_batches is None or forgotten < max_batches:
         forgotten += 1
         with turns.batch():
-            left = pruned_ids.forget(using, now=now, batch_size=batch_size)
-        if left < batch_size:
+            forgot = pruned_ids.forget(using, now=now, batch_size=batch_size)
+        if forgot < batch_size:
             break
     done = 0
     place: Place | None = None

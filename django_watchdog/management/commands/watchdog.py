@@ -112,7 +112,8 @@ class Command(BaseCommand):
             "prune",
             help="Delete settled jobs older than an age.",
             description="Delete settled jobs that settled more than AGE ago, in batches. "
-            "Asks first, saying how many jobs will go (unless --yes).",
+            "Asks first, saying how many jobs will go (unless --yes). On SQLite it waits "
+            "between two batches as long as the batch took, so workers get the write lock.",
         )
         prune.add_argument(
             "--older-than",

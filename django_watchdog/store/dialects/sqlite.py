@@ -222,7 +222,7 @@ DELETE FROM watchdog_queue WHERE name IN (
      LIMIT %(limit)s)
 """
 
-# wake-up
+# the write lock
 
 #: A write transaction of the store's own, on a connection in autocommit
 #: (``enter_job_alone``): it takes the write lock first, as ``transaction_mode =
@@ -235,6 +235,8 @@ ROLLBACK = "ROLLBACK"
 #: sleeps between two tries for the write lock: a gap this long lets every writer waiting
 #: for the lock try once.
 BUSY_HANDLER_LONGEST_SLEEP = 0.1
+
+# wake-up
 
 #: Changes whenever another connection commits: a cheap poll for new work.
 DATA_VERSION = "PRAGMA data_version"
