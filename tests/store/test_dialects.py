@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from django.db import connection
 
@@ -90,8 +92,6 @@ def test_a_sqlite_statement_of_many_rows_is_bound_by_position(
     def recording(connection: object, sql: str):  # type: ignore[no-untyped-def]
         with kept(connection, sql) as raw:
             yield _RecordingCursor(raw, seen)
-
-    import contextlib
 
     monkeypatch.setattr(d, "driver_cursor", contextlib.contextmanager(recording))
     monkeypatch.setattr(type(d), "fast_path", lambda self: True)

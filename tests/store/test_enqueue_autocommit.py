@@ -5,7 +5,7 @@ where a dialect that can runs ``enqueue()`` as a transaction of the database's o
 from __future__ import annotations
 
 import pytest
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, connection
 
 import django_watchdog as wd
 from django_watchdog import JobConflict
@@ -79,7 +79,7 @@ def test_an_error_inside_sqlites_own_transaction_rolls_it_back_and_leaves_autoco
     assert connection.get_autocommit()
     assert not Queue.objects.filter(name="fresh").exists()
     assert wd.enqueue("j", queue="fresh").status == "queued"
-    with connections["default"].cursor() as cursor:  # another look: it was committed
+    with connection.cursor() as cursor:  # stored, and no transaction left open: committed
         cursor.execute("SELECT COUNT(*) FROM watchdog_job WHERE job_id = 'j'")
         assert cursor.fetchone()[0] == 1
     assert not connection.connection.in_transaction
