@@ -122,8 +122,10 @@ def enqueue_many(
 
 def _parse_many(jobs: Iterable[Mapping[str, Any]], context: dict[str, str] | None) -> list[NewJob]:
     """``enqueue_many``'s items, validated, each with the trace ``context``."""
+    from .conf import setting
     from .store.enqueue import NewJob
 
+    cap = int(setting("MAX_PAYLOAD_BYTES"))  # read once, not per job
     batch = []
     for index, item in enumerate(jobs):
         if index >= MAX_BULK:
@@ -142,7 +144,14 @@ def _parse_many(jobs: Iterable[Mapping[str, Any]], context: dict[str, str] | Non
             **item,
         }
         try:
-            batch.append(NewJob.parse(arguments.pop("job_id"), trace_context=context, **arguments))
+            batch.append(
+                NewJob.parse(
+                    arguments.pop("job_id"),
+                    trace_context=context,
+                    max_payload_bytes=cap,
+                    **arguments,
+                )
+            )
         except InvalidInput as error:
             raise InvalidInput(f"jobs[{index}].{error.field}", error.problem) from error
     return batch

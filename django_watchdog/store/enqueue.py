@@ -120,7 +120,7 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
         if inserted:
             written = _Written(using, [new], [delayed])
             written.add(*inserted[0])
-            return EnqueueResult(status="queued", job=written.jobs[new.job_id])
+            return EnqueueResult(status="queued", job=written.only())
         if inserted is not None:
             stored = Job.objects.using(using).filter(job_id=new.job_id).first()
             if stored is not None:
@@ -219,7 +219,8 @@ class _Written:
         self.first: dict[str, int] = {}
         for index, new in enumerate(batch):
             self.first.setdefault(new.job_id, index)
-        self.jobs: dict[str, Job] = {}
+        #: Per job id written, its column values (in ``job_fields()`` order).
+        self.values: dict[str, list[Any]] = {}
         #: A statement stamps its rows alike, so each distinct stamp is decoded once.
         self.stamps: dict[Any, Any] = {}
 
@@ -242,16 +243,26 @@ class _Written:
         values[at.timeout] = new.timeout
         values[at.trace_context] = new.trace_context
         values[at.enqueued_at] = self._stamp(enqueued_at)
-        self.jobs[job_id] = rows.written_job(self.using, values)
+        self.values[job_id] = values
 
     def _stamp(self, raw: Any) -> Any:
         if raw not in self.stamps:
             self.stamps[raw] = rows.decode(self.using, "enqueued_at", raw)
         return self.stamps[raw]
 
+    def only(self) -> Job:
+        """The one job a call of one job wrote."""
+        (values,) = self.values.values()
+        return rows.written_jobs(self.using, [values])[0]
+
     def in_order(self) -> list[Job | None]:
-        """Per job of the batch, the job written for it; ``None`` for a repeat."""
-        return [self.jobs.pop(new.job_id, None) for new in self.batch]
+        """Per job of the batch, the job written for it; ``None`` for a repeat (and for a
+        later copy of an id the batch repeats)."""
+        written = [self.values.pop(new.job_id, None) for new in self.batch]
+        jobs = iter(
+            rows.written_jobs(self.using, [values for values in written if values is not None])
+        )
+        return [None if values is None else next(jobs) for values in written]
 
 
 def _resolve_repeats(

@@ -89,22 +89,29 @@ def decode(using: str, attname: str, value: Any) -> Any:
     return value
 
 
-def written_job(using: str, values: Sequence[Any]) -> Job:
-    """A ``Job`` for a row just written from validated values (in ``job_fields()`` order):
-    nothing to decode or check."""
-    return _instance(using, values)
+def written_jobs(using: str, rows: Sequence[Sequence[Any]]) -> list[Job]:
+    """A ``Job`` for each row just written from validated values (in ``job_fields()``
+    order): nothing to decode or check. The signals' receivers are looked up once."""
+    signalled = _signalled()
+    return [_instance(using, values, signalled) for values in rows]
 
 
-def _instance(using: str, values: Sequence[Any]) -> Job:
+def _signalled() -> bool:
+    """Whether a ``pre_init`` or ``post_init`` receiver for ``Job`` is connected."""
+    return bool(pre_init.has_listeners(Job) or post_init.has_listeners(Job))
+
+
+def _instance(using: str, values: Sequence[Any], signalled: bool | None = None) -> Job:
     """A loaded ``Job`` from every field's value, as ``Model.from_db`` makes one.
 
-    Without ``pre_init``/``post_init`` receivers for ``Job`` it is built as Django's
-    unpickling builds one (the fields straight into ``__dict__``): half the time of
+    Without ``pre_init``/``post_init`` receivers for ``Job`` (``signalled``: looked up
+    here unless the caller did, once for many rows) it is built as Django's unpickling
+    builds one (the fields straight into ``__dict__``): half the time of
     ``Model.__init__``, which runs per job of every claim, settle and enqueue. With
     receivers, ``Model.__init__`` runs and sends them.
     """
 
-    if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
+    if _signalled() if signalled is None else signalled:
         job = Job(*values)  # type: ignore[misc]  # positional, as Model.from_db builds it
     else:
         job = Job.__new__(Job)
