@@ -229,3 +229,59 @@ def test_an_enqueue_calls_the_procedure_and_sends_the_block_where_it_is_missing(
         connection.close()
     ready = Job.objects.filter(ready=True).order_by("job_id").values_list("job_id", flat=True)
     assert list(ready) == ["fresh", "urgent"]
+
+
+#: Texts that JSON, SQL or the driver's quoting treat specially.
+AWKWARD = [
+    'q"uote',
+    "back\\slash",
+    "apo'strophe",
+    "per%(cent)s",
+    "tab\tnew\nline\x01",
+    "\U0001f600",
+]
+
+
+@pytest.mark.django_db
+def test_a_batch_stores_every_text_as_sent() -> None:
+    """A batch goes to the server as one JSON document per statement: each text, in ids,
+    queue names (created by the batch and existing), lanes and payloads, reads back as
+    sent."""
+    wd.enqueue("first", queue=AWKWARD[0])  # one queue exists, the others the batch creates
+    wd.enqueue_many(
+        {"job_id": f"{text}-{n}", "queue": text, "payload": {text: [text, n]}}
+        for n, text in enumerate(AWKWARD)
+    )
+    wd.enqueue_many(
+        [{"job_id": "h" * 256, "queue": "q" * 256, "lane": "l" * 64}, {"job_id": "x", "queue": "y"}]
+    )
+    for n, text in enumerate(AWKWARD):
+        job = wd.get_job(f"{text}-{n}")
+        assert job is not None and job.queue == text and job.payload == {text: [text, n]}
+    assert set(Queue.objects.values_list("name", flat=True)) == {*AWKWARD, "q" * 256, "y"}
+    long = wd.get_job("h" * 256)
+    assert long is not None and long.queue == "q" * 256 and long.lane == "l" * 64
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_is_inserted_a_bounded_number_of_rows_at_a_time_in_batch_order() -> None:
+    """An ``INSERT … SELECT`` holds the table's ``AUTO_INCREMENT`` lock to its end, which
+    other sessions' inserts wait for: a batch goes in statements of at most
+    ``ROWS_PER_INSERT`` rows, and its jobs still take ids, and places in their queues'
+    order, in batch order."""
+    from django.test.utils import CaptureQueriesContext
+
+    from django_watchdog.store.dialects.mariadb_enqueue import ROWS_PER_INSERT
+
+    count = 2 * ROWS_PER_INSERT + 1
+    with CaptureQueriesContext(connection) as captured:
+        wd.enqueue_many(
+            {"job_id": f"j{n}", "queue": f"q{n % 3}", "priority": n % 2} for n in range(count)
+        )
+    inserts = [q["sql"] for q in captured.captured_queries if "INTO watchdog_job" in q["sql"]]
+    assert len(inserts) == 3
+    rows = list(Job.objects.values_list("job_id", "id", "position"))
+    assert [job_id for job_id, _, _ in sorted(rows, key=lambda row: row[1])] == [
+        f"j{n}" for n in range(count)
+    ]
+    assert all(pk == position for _, pk, position in rows)
