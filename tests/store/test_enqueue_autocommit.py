@@ -61,20 +61,20 @@ def test_an_error_inside_sqlites_own_transaction_rolls_it_back_and_leaves_autoco
     Django does not know of, which would swallow every later write uncommitted."""
     from django_watchdog.store.dialects.sqlite import SqliteDialect
 
-    kept = SqliteDialect.fetch_rows
-    calls = []
+    kept = SqliteDialect.fetch
+    sent = []
 
-    def failing_second(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(args)
-        if len(calls) == 2:  # the job's insert, after the queue's
+    def failing_job_insert(self, sql, params=None):  # type: ignore[no-untyped-def]
+        sent.append(sql)
+        if "INSERT INTO watchdog_job" in sql:  # the job's insert, after the queue's
             raise DatabaseError("the disk is full")
-        return kept(self, *args, **kwargs)
+        return kept(self, sql, params)
 
-    monkeypatch.setattr(SqliteDialect, "fetch_rows", failing_second)
+    monkeypatch.setattr(SqliteDialect, "fetch", failing_job_insert)
     with pytest.raises(DatabaseError, match="the disk is full"):
         wd.enqueue("j", queue="fresh")
-    monkeypatch.setattr(SqliteDialect, "fetch_rows", kept)
-    assert len(calls) == 2
+    monkeypatch.setattr(SqliteDialect, "fetch", kept)
+    assert any("INSERT INTO watchdog_queue" in sql for sql in sent[:-1])
     assert not connection.connection.in_transaction
     assert connection.get_autocommit()
     assert not Queue.objects.filter(name="fresh").exists()

@@ -42,8 +42,10 @@ SETTLE_AND_CLAIM = {"postgresql": 5, "sqlite": 7, "mysql": 11}
 #: settles its queue's head; COMMIT.
 ENQUEUE_NEW_QUEUE = {"postgresql": 3, "sqlite": 4, "mysql": 3}
 #: postgresql: BEGIN; lock the queue (it exists); insert and settle its head; COMMIT.
-#: mysql: as into a new queue.
-ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 5, "mysql": 3}
+#: sqlite: BEGIN; create the queue (it exists: nothing); insert, its ready flag decided by
+#: the queue-head rule as it goes in (behind queued jobs: not ready, nothing to demote);
+#: COMMIT. mysql: as into a new queue.
+ENQUEUE_EXISTING_QUEUE = {"postgresql": 4, "sqlite": 4, "mysql": 3}
 #: An idle worker's claim, every poll: one statement that takes nothing and says whether
 #: ready jobs were left (skipped queues: try again), in autocommit. mysql: the same statement
 #: (the claim's first step, which finds nothing) inside the claim's transaction: BEGIN, it,
