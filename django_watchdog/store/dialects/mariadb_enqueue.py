@@ -97,15 +97,14 @@ SELECT {NEXT_ID} FROM JSON_TABLE(CONCAT('[', REPEAT('0,', %(count)s - 1), '0]'),
 """
 
 
-def job_row(ready: str, suffix: str = "") -> str:
-    """One row of ``insert_job_rows``: the job's values (``%(<name><suffix>)s``), ``ready``
-    as the expression ``ready`` says, its id drawn from the job id sequence. A job in its
-    queue's order takes its id as its position (a value refers to the row's columns set
-    before it); a delayed job has none yet."""
-    values = ", ".join(f"%({name}{suffix})s" for name in INSERT_JOB_ROW[:-1])
-    delayed = f"%(delayed{suffix})s"
+def job_row(ready: str) -> str:
+    """One row of ``insert_job_rows``: the job's values (``%(<name>)s``), ``ready`` as the
+    expression ``ready`` says, its id drawn from the job id sequence. A job in its queue's
+    order takes its id as its position (a value refers to the row's columns set before
+    it); a delayed job has none yet."""
+    values = ", ".join(f"%({name})s" for name in INSERT_JOB_ROW[:-1])
     return (
-        f"({NEXT_ID}, {values}, {ready}, CASE WHEN {delayed} THEN NULL ELSE id END,"
+        f"({NEXT_ID}, {values}, {ready}, CASE WHEN %(delayed)s THEN NULL ELSE id END,"
         f" 'queued', 0, 0, {NOW})"
     )
 
