@@ -97,6 +97,8 @@ ENQUEUE_FIELDS = frozenset(
         "timeout",
     }
 )
+#: What ``enqueue()`` takes for the fields an ``enqueue_many`` item leaves out.
+ENQUEUE_DEFAULTS = {"lane": "default", "priority": 0, "payload": None, "max_recoveries": None}
 MAX_BULK = 10_000
 
 
@@ -132,24 +134,14 @@ def _parse_many(jobs: Iterable[Mapping[str, Any]], context: dict[str, str] | Non
             raise InvalidInput("jobs", f"holds more than {MAX_BULK} jobs; split the batch")
         if not isinstance(item, Mapping):
             raise InvalidInput(f"jobs[{index}]", f"must be a mapping, not {type(item).__name__}")
-        unknown = set(item) - ENQUEUE_FIELDS
-        if unknown or "job_id" not in item or "queue" not in item:
+        if not ENQUEUE_FIELDS.issuperset(item) or "job_id" not in item or "queue" not in item:
+            unknown = set(item) - ENQUEUE_FIELDS
             problem = f"unknown keys {sorted(unknown)}" if unknown else "needs job_id and queue"
             raise InvalidInput(f"jobs[{index}]", problem)
-        arguments = {
-            "lane": "default",
-            "priority": 0,
-            "payload": None,
-            "max_recoveries": None,
-            **item,
-        }
         try:
             batch.append(
                 NewJob.parse(
-                    arguments.pop("job_id"),
-                    trace_context=context,
-                    max_payload_bytes=cap,
-                    **arguments,
+                    **{**ENQUEUE_DEFAULTS, **item}, trace_context=context, max_payload_bytes=cap
                 )
             )
         except InvalidInput as error:

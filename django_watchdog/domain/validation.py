@@ -144,6 +144,11 @@ def _check_json(value: Any, field: str, path: str, depth: int) -> None:
     raise InvalidInput(field, f"{type(value).__name__} at {path} is not a JSON value")
 
 
+#: Sorted keys, no spaces, no NaN. One encoder for every call: ``json.dumps`` with these
+#: options builds a new one each time (a third of the cost of a short payload's text).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def canonical_json(
     value: Any, field: str, *, max_bytes: int | None = None, cap_name: str | None = None
 ) -> str:
@@ -153,7 +158,7 @@ def canonical_json(
     """
     _check_json(value, field, "$", 0)
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        text = _CANONICAL.encode(value)
     except (TypeError, ValueError) as error:  # pragma: no cover - _check_json catches these first
         raise InvalidInput(field, f"is not JSON: {error}") from error
     if max_bytes is not None and len(text) > max_bytes:

@@ -201,13 +201,9 @@ def _insert(
     """The new jobs in ``batch`` order (``None`` for a repeat) and the queues created."""
     inserted, created, ready = dialect(using).enter_jobs(batch, delays, now)
     written = _Written(using, batch, delays)
-    for row in inserted:
-        written.add(*row)
-    jobs = written.in_order()
-    for job in jobs:
-        if job is not None and job.pk in ready:
-            job.ready = ready[job.pk]
-    return jobs, created
+    for pk, job_id, enqueued_at, flag in inserted:
+        written.add(pk, job_id, enqueued_at, ready.get(pk, flag))
+    return written.in_order(), created
 
 
 class _Written:
@@ -219,31 +215,31 @@ class _Written:
         self.first: dict[str, int] = {}
         for index, new in enumerate(batch):
             self.first.setdefault(new.job_id, index)
-        #: Per job id written, its column values (in ``job_fields()`` order).
-        self.values: dict[str, list[Any]] = {}
+        #: Per job id written, the fields it was written with (``rows.written_jobs``).
+        self.fields: dict[str, dict[str, Any]] = {}
         #: A statement stamps its rows alike, so each distinct stamp is decoded once.
         self.stamps: dict[Any, Any] = {}
 
     def add(self, pk: int, job_id: str, enqueued_at: Any, ready: Any) -> None:
         index = self.first[job_id]
         new, delayed = self.batch[index], self.delays[index]
-        at, values = rows.at(), rows.new_row()
-        values[at.id] = pk
-        values[at.job_id] = new.job_id
-        values[at.queue] = new.queue
-        values[at.lane] = new.lane
-        values[at.priority] = new.priority
-        values[at.payload] = new.payload
-        values[at.max_recoveries] = new.max_recoveries
-        values[at.ready] = bool(ready)
-        values[at.delayed] = delayed
-        values[at.position] = None if delayed else pk
-        values[at.run_after] = new.run_after
-        values[at.retry_policy] = new.retry.to_json() if new.retry else None
-        values[at.timeout] = new.timeout
-        values[at.trace_context] = new.trace_context
-        values[at.enqueued_at] = self._stamp(enqueued_at)
-        self.values[job_id] = values
+        self.fields[job_id] = {
+            "id": pk,
+            "job_id": new.job_id,
+            "queue": new.queue,
+            "lane": new.lane,
+            "priority": new.priority,
+            "payload": new.payload,
+            "max_recoveries": new.max_recoveries,
+            "ready": bool(ready),
+            "delayed": delayed,
+            "position": None if delayed else pk,
+            "run_after": new.run_after,
+            "retry_policy": new.retry.to_json() if new.retry else None,
+            "timeout": new.timeout,
+            "trace_context": new.trace_context,
+            "enqueued_at": self._stamp(enqueued_at),
+        }
 
     def _stamp(self, raw: Any) -> Any:
         if raw not in self.stamps:
@@ -252,17 +248,17 @@ class _Written:
 
     def only(self) -> Job:
         """The one job a call of one job wrote."""
-        (values,) = self.values.values()
-        return rows.written_jobs(self.using, [values])[0]
+        (fields,) = self.fields.values()
+        return rows.written_jobs(self.using, [fields])[0]
 
     def in_order(self) -> list[Job | None]:
         """Per job of the batch, the job written for it; ``None`` for a repeat (and for a
         later copy of an id the batch repeats)."""
-        written = [self.values.pop(new.job_id, None) for new in self.batch]
+        written = [self.fields.pop(new.job_id, None) for new in self.batch]
         jobs = iter(
-            rows.written_jobs(self.using, [values for values in written if values is not None])
+            rows.written_jobs(self.using, [fields for fields in written if fields is not None])
         )
-        return [None if values is None else next(jobs) for values in written]
+        return [None if fields is None else next(jobs) for fields in written]
 
 
 def _resolve_repeats(

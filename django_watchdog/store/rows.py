@@ -7,8 +7,7 @@ this applies the same converters the ORM would, so a row edited by hand still ra
 
 from __future__ import annotations
 
-from collections import namedtuple
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -57,22 +56,9 @@ def _attnames() -> list[str]:
 
 
 @cache
-def at() -> Any:
-    """Where each ``Job`` field sits in a row of ``JOB_COLUMNS``, as attributes (``at().queue``)."""
-    names = _attnames()
-    return namedtuple("JobColumns", names)(*range(len(names)))
-
-
-@cache
-def _new_row() -> tuple[Any, ...]:
+def _new_fields() -> dict[str, Any]:
     defaults = {"state": "queued", "recovery_count": 0, "attempts": 0}
-    return tuple(defaults.get(name) for name in _attnames())
-
-
-def new_row() -> list[Any]:
-    """The column values of a new queued job before its own are filled in: NULL, zero
-    counts, state ``queued``."""
-    return list(_new_row())
+    return {name: defaults.get(name) for name in _attnames()}
 
 
 @cache
@@ -89,11 +75,25 @@ def decode(using: str, attname: str, value: Any) -> Any:
     return value
 
 
-def written_jobs(using: str, rows: Sequence[Sequence[Any]]) -> list[Job]:
-    """A ``Job`` for each row just written from validated values (in ``job_fields()``
-    order): nothing to decode or check. The signals' receivers are looked up once."""
-    signalled = _signalled()
-    return [_instance(using, values, signalled) for values in rows]
+def written_jobs(using: str, written: Sequence[Mapping[str, Any]]) -> list[Job]:
+    """A ``Job`` for each new job just written, from the validated values it was written
+    with: per job, the fields it sets (by attribute name), every other field as a new
+    queued job has it (NULL, zero counts, state ``queued``). Nothing to decode or check.
+
+    Built as ``_instance`` builds a job, each job's ``__dict__`` made in one step; the
+    signals' receivers are looked up once for all of them.
+    """
+    defaults = _new_fields()
+    if _signalled():
+        return [_instance(using, list({**defaults, **fields}.values()), True) for fields in written]
+    jobs = []
+    for fields in written:
+        state = ModelState()
+        state.adding, state.db = False, using
+        job = Job.__new__(Job)
+        job.__dict__ = {**defaults, **fields, "_state": state}
+        jobs.append(job)
+    return jobs
 
 
 def _signalled() -> bool:

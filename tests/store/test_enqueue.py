@@ -192,6 +192,10 @@ def test_the_returned_job_is_the_stored_row_field_for_field() -> None:
     )
     for result in many:
         assert _fields(result.job) == _fields(wd.get_job(result.job.job_id)), result.job.job_id
+    # Nothing beside the fields: a misspelt field would be an attribute of its own.
+    loaded = set(wd.get_job("m1").__dict__)
+    for result in [*many, wd.enqueue("single", queue="fresh")]:
+        assert set(result.job.__dict__) == loaded, result.job.job_id
 
 
 def test_model_init_receivers_see_the_jobs_the_store_returns() -> None:
