@@ -3,10 +3,12 @@
 Throughput on a shared machine measures its load; the CPU time the worker process spends
 per job does not depend on it nearly as much. This starts ``watchdog_worker --lane bench
 --log-level WARNING`` (otherwise no flags: one thread, one job per transaction, as
-``bench/run`` starts it), warms it up, then ``--repeat`` times enqueues ``--jobs`` no-op
-jobs over jobs / 10 queues in one transaction and waits until the worker drained them,
-reading the worker's CPU time (user and system) from ``/proc/<pid>/stat`` and each of its
-threads' from ``/proc/<pid>/task/<tid>/stat`` before and after. It prints CPU ms per job:
+``bench/run`` starts it; ``--every-lane``: no ``--lane`` either, so it serves every lane
+with a handler, as a worker started with no flags does), warms it up, then ``--repeat``
+times enqueues ``--jobs`` no-op jobs over jobs / 10 queues in one transaction and waits
+until the worker drained them, reading the worker's CPU time (user and system) from
+``/proc/<pid>/stat`` and each of its threads' from ``/proc/<pid>/task/<tid>/stat`` before
+and after. It prints CPU ms per job:
 
 - of the worker process, user and system, per drain and their median;
 - per thread (named with ``py-spy dump``: the main loop, the job thread, the heartbeat,
@@ -24,7 +26,7 @@ With ``--floor`` it then measures ``bench.floor``'s raw loop the same way (its p
 server, wall time), on its own table in the same scratch database.
 
 Run it against a scratch database (dropped and re-created): ``python -m bench.cpu_per_job
-postgres|sqlite [--jobs N] [--repeat N] [--py-spy PATH] [--floor]``. py-spy is not a
+postgres|sqlite [--jobs N] [--repeat N] [--py-spy PATH] [--floor] [--every-lane]``. py-spy is not a
 dependency: ``python -m venv /tmp/spy && /tmp/spy/bin/pip install py-spy``.
 """
 
@@ -140,7 +142,7 @@ def role(name: str) -> str:
 class Worker:
     """A ``watchdog_worker`` subprocess with the bench's settings."""
 
-    def __init__(self, db: str, db_name: str) -> None:
+    def __init__(self, db: str, db_name: str, *, every_lane: bool = False) -> None:
         env = os.environ.copy()
         env.update(
             PYTHONPATH=str(ROOT),
@@ -150,7 +152,8 @@ class Worker:
             BENCH_DB_NAME=db_name,
             BENCH_STAMP_FILE=os.devnull,
         )
-        command = [sys.executable, "-m", "django", "watchdog_worker", "--lane", LANE]
+        lanes = [] if every_lane else ["--lane", LANE]
+        command = [sys.executable, "-m", "django", "watchdog_worker", *lanes]
         self.process = subprocess.Popen(
             [*command, "--log-level", "WARNING"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL
         )
@@ -328,9 +331,16 @@ def profile_lines(stacks: collections.Counter[tuple[str, tuple[str, ...]]], top:
 
 
 def measure(
-    db: str, db_name: str, jobs: int, repeat: int, py_spy: str | None, top: int
+    db: str,
+    db_name: str,
+    jobs: int,
+    repeat: int,
+    py_spy: str | None,
+    top: int,
+    *,
+    every_lane: bool = False,
 ) -> list[str]:
-    worker = Worker(db, db_name)
+    worker = Worker(db, db_name, every_lane=every_lane)
     lines = [
         f"## {db}: the default worker's CPU per job ({jobs} no-op jobs over {jobs // 10} queues)",
         "",
@@ -424,10 +434,24 @@ def main() -> None:
     parser.add_argument(
         "--floor", action="store_true", help="also measure the floor (postgres): bench.floor's loop"
     )
+    parser.add_argument(
+        "--every-lane",
+        action="store_true",
+        help="start the worker with no --lane: it serves every lane with a handler (bench, "
+        "bench-sleep), as watchdog_worker with no flags does",
+    )
     options = parser.parse_args()
     name = "watchdog_cpu_per_job" + os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "")
     setup(options.db, name)
-    found = measure(options.db, name, options.jobs, options.repeat, options.py_spy, options.top)
+    found = measure(
+        options.db,
+        name,
+        options.jobs,
+        options.repeat,
+        options.py_spy,
+        options.top,
+        every_lane=options.every_lane,
+    )
     if options.floor and options.db == "postgres":
         found += ["", *measure_floor(name, options.jobs, options.repeat)]
     print("\n".join(found))

@@ -23,7 +23,7 @@ from ..domain.states import Outcome
 from ..domain.values import ClaimResult, Decision, SettleResult
 from . import claims, deadlocks, heads, recovery, rows
 from .claims import Partition
-from .dialects import dialect
+from .dialects import WAKE_EVERY_LANE, QuietLanes, dialect
 
 #: Largest batch a worker may claim at once (``--batch``).
 BATCH_MAX = 500
@@ -60,8 +60,8 @@ def settle_and_claim(
         with claims.claim_transaction(using):
             return [], claim_many(using, claim_next, limit, worker_id, token) if claim_next else []
     with transaction.atomic(using=using):
-        quiet = claim_next.lanes if claim_next is not None and limit else ()
-        settled = settle_many(using, settlements, quiet_lanes=quiet)
+        quiet = claims.quiet_lanes(claim_next if limit else None)
+        settled = settle_many(using, settlements, quiet=quiet)
         for job_id, token in release:
             recovery.release_in_transaction(using, job_id, token)
         claimed = claim_many(using, claim_next, limit, worker_id, token) if claim_next else []
@@ -69,7 +69,7 @@ def settle_and_claim(
 
 
 def settle_many(
-    using: str, settlements: Sequence[Settlement], *, quiet_lanes: Sequence[str] = ()
+    using: str, settlements: Sequence[Settlement], *, quiet: QuietLanes = WAKE_EVERY_LANE
 ) -> list[SettleResult]:
     """Settle each job for the holder of its claim token, inside the caller's transaction."""
     if not settlements:
@@ -78,12 +78,10 @@ def settle_many(
     d.lock_queues_of_jobs([s.job_id for s in settlements])
     if heads.listening() or any(s.decision.retry_at is not None for s in settlements):
         return [
-            claims.settle_in_transaction(
-                using, s.job_id, s.claim_token, s.decision, quiet_lanes=quiet_lanes
-            )
+            claims.settle_in_transaction(using, s.job_id, s.claim_token, s.decision, quiet=quiet)
             for s in settlements
         ]
-    found = d.settle_many([_settle_values(using, s) for s in settlements], quiet_lanes)
+    found = d.settle_many([_settle_values(using, s) for s in settlements], quiet)
     settled = {
         job.job_id: job for job in (rows.to_job(using, row, as_stored=True) for row in found)
     }

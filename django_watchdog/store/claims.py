@@ -22,7 +22,7 @@ from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, QueueHead, SettleResult
 from ..models import Job
 from . import deadlocks, heads, rows
-from .dialects import dialect, lane_predicate
+from .dialects import WAKE_EVERY_LANE, QuietLanes, dialect, lane_predicate
 
 CLAIM_ATTEMPTS = 4
 
@@ -33,6 +33,20 @@ class Partition:
 
     lanes: tuple[str, ...] = ()
     exclude_lanes: tuple[str, ...] = ()
+
+
+def quiet_lanes(claim_next: Partition | None) -> QuietLanes:
+    """The lanes a settle need not wake, for a worker that claims on from ``claim_next`` in
+    the same transaction (``None``: it claims nothing, so every lane is woken): the lanes it
+    serves, as it takes a head it readies there, or a better job, itself. ``NOTIFY`` makes
+    PostgreSQL commit notifying transactions one at a time, which would cap the drain of
+    busy workers announcing their own work."""
+    if claim_next is None:
+        return WAKE_EVERY_LANE
+    never = claim_next.exclude_lanes
+    if claim_next.lanes:
+        return QuietLanes(only=tuple(lane for lane in claim_next.lanes if lane not in never))
+    return QuietLanes(every_lane_but=never)
 
 
 def new_claim_token() -> str:
@@ -247,10 +261,7 @@ def settle(
     transaction as the database's own where the dialect has one (on PostgreSQL, one
     exchange: ``Dialect.settle_and_claim_alone``).
     """
-    # A worker that claims on in this transaction will take the head it readies (or a
-    # better job), so it need not wake anyone for that head's lanes: NOTIFY makes
-    # PostgreSQL serialise committing transactions, which would cap the drain rate.
-    busy = claim_next.lanes if claim_next is not None else ()
+    busy = quiet_lanes(claim_next)
     if claim_next is not None and _alone(using, decision):
         together = _settle_and_claim_alone(
             using, job_id, claim_token, decision, claim_next, worker_id, token
@@ -258,7 +269,7 @@ def settle(
         if together is not None:
             return together
     with transaction.atomic(using=using):
-        settled = settle_in_transaction(using, job_id, claim_token, decision, quiet_lanes=busy)
+        settled = settle_in_transaction(using, job_id, claim_token, decision, quiet=busy)
         claimed = None
         if claim_next is not None:
             claimed = claim_in_transaction(using, claim_next, worker_id, token=token)
@@ -271,7 +282,7 @@ def settle_in_transaction(
     claim_token: str,
     decision: Decision,
     *,
-    quiet_lanes: Sequence[str] = (),
+    quiet: QuietLanes = WAKE_EVERY_LANE,
 ) -> SettleResult:
     d = dialect(using)
     queue = d.lock_queue_of(job_id)
@@ -297,7 +308,7 @@ def settle_in_transaction(
         return SettleResult(status="settled", job=job)
     params = _settle_params(using, job_id, claim_token, decision)
     return _settled(
-        using, job_id, claim_token, decision, d.settle_and_refresh(params, queue, quiet_lanes)
+        using, job_id, claim_token, decision, d.settle_and_refresh(params, queue, quiet)
     )
 
 
@@ -361,7 +372,7 @@ def _settle_and_claim_alone(
     )
     params = _settle_params(using, job_id, claim_token, decision)
     answers = dialect(using).settle_and_claim_alone(
-        params, claim_next.lanes, predicate, claim_params
+        params, quiet_lanes(claim_next), predicate, claim_params
     )
     if answers is None:
         return None

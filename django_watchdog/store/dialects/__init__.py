@@ -13,12 +13,14 @@ from functools import cache
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .base import Dialect, in_clause, lane_predicate
+from .base import WAKE_EVERY_LANE, Dialect, QuietLanes, in_clause, lane_predicate
 
 __all__ = [
     "DIALECTS",
     "Dialect",
+    "QuietLanes",
     "UnsupportedDatabase",
+    "WAKE_EVERY_LANE",
     "dialect",
     "in_clause",
     "supported",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -34,6 +35,21 @@ if TYPE_CHECKING:
 
 Params = Mapping[str, Any]
 Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QuietLanes:
+    """The lanes whose heads a settle makes ready without waking a worker (``NOTIFY``):
+    those the settling worker serves when it claims on in the same transaction, as it takes
+    such a head, or a better job, itself. ``only`` these lanes, or, where ``every_lane_but``
+    is set, every lane but those. The default wakes every lane."""
+
+    only: tuple[str, ...] = ()
+    every_lane_but: tuple[str, ...] | None = None
+
+
+#: No lane quiet: a settle by a worker that claims nothing after it wakes every lane.
+WAKE_EVERY_LANE = QuietLanes()
 
 
 class Dialect:
@@ -273,10 +289,10 @@ class Dialect:
         return self.execute(self.HEARTBEAT, {"worker_id": worker_id}) > 0
 
     def settle_and_refresh(
-        self, params: Params, queue: str, quiet_lanes: Sequence[str]
+        self, params: Params, queue: str, quiet: QuietLanes
     ) -> tuple[Row, Row | None] | None:
         """Settle (``SETTLE``'s parameters) and refresh the queue's head (waking its lane
-        unless in ``quiet_lanes``): the settled row and the head row (``None``: idle);
+        unless ``quiet``): the settled row and the head row (``None``: idle);
         ``None`` if the fenced update changed nothing.
 
         Here in two steps, ``SETTLE`` then ``refresh_head``; a dialect may do both in one
@@ -287,7 +303,7 @@ class Dialect:
         return changed[0], self.refresh_head(queue)
 
     def settle_and_claim_alone(
-        self, params: Params, quiet_lanes: Sequence[str], lanes: str, claim_params: Params
+        self, params: Params, quiet: QuietLanes, lanes: str, claim_params: Params
     ) -> tuple[tuple[Row, Row | None] | None, list[Row]] | None:
         """Lock the settling job's queue, ``settle_and_refresh`` and ``claim`` in a
         transaction of the database's own, for a caller in autocommit: what each of the
@@ -334,7 +350,7 @@ class Dialect:
         the way."""
         return None
 
-    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
+    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet: QuietLanes) -> list[Row]:
         """Settle each (job_id, token, outcome, reason, result, traceback) fenced by its
         token, and ready each queue's next head: the settled rows."""
         raise NotImplementedError

@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import common, mariadb_claim, mariadb_enqueue, shown_queues
-from .base import Dialect, Params, Row, in_clause
+from .base import Dialect, Params, QuietLanes, Row, in_clause
 from .mariadb_terms import (
     DEADLOCK,
     NEXT_ID,
@@ -321,7 +321,7 @@ class MariadbDialect(Dialect):
         return self.fetch(JOB_BY_JOB_ID, {"job_id": params["job_id"]})
 
     def settle_and_refresh(
-        self, params: Params, queue: str, quiet_lanes: Sequence[str]
+        self, params: Params, queue: str, quiet: QuietLanes
     ) -> tuple[Row, Row | None] | None:
         """Settle (fenced), read the row back, and make the queue's next head ready."""
         if not self.execute(SETTLE, params):
@@ -334,7 +334,7 @@ class MariadbDialect(Dialect):
         its place) loses its ready flag."""
         return self.refresh_head_in_steps(queue, entered, DEMOTE, MARK_READY)
 
-    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
+    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet: QuietLanes) -> list[Row]:
         """Settle each (job_id, token, outcome, reason, result, traceback), fenced, one
         update each; read the settled rows back; ready each queue's next head."""
         settled = [

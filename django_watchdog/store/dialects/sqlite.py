@@ -19,7 +19,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from . import common, shown_queues
-from .base import Dialect, Params, Row
+from .base import Dialect, Params, QuietLanes, Row
 from .new_heads import best_new_jobs
 
 if TYPE_CHECKING:
@@ -464,7 +464,7 @@ class SqliteDialect(Dialect):
             raise
         return [(pk, job_id, at, ready.get(pk, flag)) for pk, job_id, at, flag in inserted]
 
-    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet_lanes: Sequence[str]) -> list[Row]:
+    def settle_many(self, rows: Sequence[tuple[Any, ...]], quiet: QuietLanes) -> list[Row]:
         """Settle each (``SETTLE_MANY_ROW``) and ready each queue's next head."""
         from ..rows import column_index
 
