@@ -246,10 +246,10 @@ def test_a_claim_reuses_its_plan_with_fresh_statistics(lanes: tuple[str, ...]) -
     # them so on a production server): PostgreSQL planned the claim afresh on every run,
     # since the generic plan it weighs against the first five runs' plans could not know
     # the claim's LIMIT: 1.7 ms more per job of the default worker. The limit is part of
-    # the statement now, and its one plan is reused. Over several lanes (the default
-    # worker serves every lane with a handler) the lanes' values made the first runs'
-    # plans look cheaper than the one plan for any lanes: each lane is walked on its own
-    # now, its value from a list the plan for any lanes knows the length of.
+    # the statement now, and its one plan is reused. So over several lanes (the default
+    # worker serves every lane with a handler), each walked on its own: their values come
+    # as a list whose length the one plan knows (from a bound array, PostgreSQL planned
+    # the claim afresh on every run).
     queues = 200
     Queue.objects.bulk_create([Queue(name=f"q{index}") for index in range(queues)])
     _queue_a_backlog(15 * queues, queues, after=0)
