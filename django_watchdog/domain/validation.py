@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -144,29 +144,105 @@ def _check_json(value: Any, field: str, path: str, depth: int) -> None:
     raise InvalidInput(field, f"{type(value).__name__} at {path} is not a JSON value")
 
 
-#: Sorted keys, no spaces, no NaN. One encoder for every call: ``json.dumps`` with these
-#: options builds a new one each time (a third of the cost of a short payload's text).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """``encoder.encode``, its C encoder made once: ``JSONEncoder.encode`` makes one per
+    call, two thirds of the cost of a short payload's text. It keeps no record of the
+    containers it entered (a circular value would recurse without end): ``_checked_text``
+    passes it only values ``_plain`` or ``_check_json`` found at most 200 levels deep."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython has it
+        return encoder.encode
+    chunks = make(
+        None,
+        encoder.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
+    )
+    return lambda value: "".join(chunks(value, 0))
+
+
+#: Sorted keys, no spaces, no NaN.
+_CANONICAL = _one_shot(json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False))
+#: The same, keys in their order: as long as the canonical text, made without a sort.
+_COMPACT = _one_shot(json.JSONEncoder(separators=(",", ":"), allow_nan=False))
+#: Where the encoder's text (ASCII only) may hold a NUL or a surrogate: ``\u0000`` or
+#: ``\ud800``…``\udfff``. A pair of surrogates (a character outside the BMP) and a
+#: backslash before a ``u`` match too; only the full check decides those.
+_MAYBE_UNSTORABLE = re.compile(r"\\u(?:0000|d[89a-f])")
 
 
 def canonical_json(
     value: Any, field: str, *, max_bytes: int | None = None, cap_name: str | None = None
 ) -> str:
-    """The canonical JSON text of ``value``: what idempotency compares and the size cap counts.
+    """The canonical JSON text of ``value`` (sorted keys, no spaces): the same text for
+    the same value whatever the order of its keys.
 
     ``cap_name`` names the setting ``max_bytes`` comes from, in the error.
     """
-    _check_json(value, field, "$", 0)
+    return _checked_text(_CANONICAL, value, field, max_bytes, cap_name)
+
+
+def compact_json(
+    value: Any, field: str, *, max_bytes: int | None = None, cap_name: str | None = None
+) -> str:
+    """The compact JSON text of ``value``, its keys in their order: what a JSON column of
+    text stores, and as long as its canonical text (what a size cap counts)."""
+    return _checked_text(_COMPACT, value, field, max_bytes, cap_name)
+
+
+def _checked_text(
+    encode: Callable[[Any], str],
+    value: Any,
+    field: str,
+    max_bytes: int | None,
+    cap_name: str | None,
+) -> str:
+    """``encode``'s text of ``value`` once ``_check_json`` would pass it, walked in full
+    only where a cheaper look cannot tell: a value of other types than plain ``dict``,
+    ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``, one the encoder refuses
+    (NaN), or text that may hold a NUL or a surrogate. Every error names the path."""
+    if not _plain(value, 0):
+        _check_json(value, field, "$", 0)
     try:
-        text = _CANONICAL.encode(value)
-    except (TypeError, ValueError) as error:  # pragma: no cover - _check_json catches these first
-        raise InvalidInput(field, f"is not JSON: {error}") from error
+        text = encode(value)
+    except (TypeError, ValueError) as error:
+        _check_json(value, field, "$", 0)  # names the path, where a check rejects it
+        raise InvalidInput(field, f"is not JSON: {error}") from error  # an int of 5,000 digits
+    if "\\u" in text and _MAYBE_UNSTORABLE.search(text):
+        _check_json(value, field, "$", 0)
     if max_bytes is not None and len(text) > max_bytes:
         where = f" ({cap_name})" if cap_name else ""
         raise InvalidInput(
             field, f"is {len(text)} bytes as JSON, over the {max_bytes}-byte cap{where}"
         )
     return text
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` holds only plain JSON types (never a subclass, a tuple or a key
+    other than a ``str``), nested at most as deep as ``_check_json`` allows. Builds no
+    path: ``_check_json`` names one only for a value it rejects."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return True
+    if depth >= 200:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        for item in value:
+            if not _plain(item, depth + 1):
+                return False
+        return True
+    return False
 
 
 def json_identity(value: Any) -> Any:

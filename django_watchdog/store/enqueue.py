@@ -22,11 +22,12 @@ from .dialects import dialect
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NewJob:
-    """A validated enqueue request; ``payload_json`` is its canonical text (what the size cap
-    counts). A repeat is a duplicate when the stored payload is the same JSON value
-    (``validation.json_identity``: numbers compare as numbers). ``trace_context`` is the
-    enqueuing code's trace context (``django_watchdog.tracing``), stored with the job but
-    no part of its identity: a repeat from another request is still a duplicate."""
+    """A validated enqueue request; ``payload_json`` is its payload's compact text (what the
+    size cap counts, and what a JSON column of text stores). A repeat is a duplicate when
+    the stored payload is the same JSON value (``validation.json_identity``: numbers
+    compare as numbers). ``trace_context`` is the enqueuing code's trace context
+    (``django_watchdog.tracing``), stored with the job but no part of its identity: a
+    repeat from another request is still a duplicate."""
 
     job_id: str
     queue: str
@@ -72,7 +73,7 @@ class NewJob:
             lane=validation.lane(lane),
             priority=validation.priority(priority),
             payload=payload,
-            payload_json=validation.canonical_json(
+            payload_json=validation.compact_json(
                 payload, "payload", max_bytes=max_payload_bytes, cap_name=cap_name
             ),
             max_recoveries=validation.max_recoveries(max_recoveries),

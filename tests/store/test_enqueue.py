@@ -133,6 +133,30 @@ def test_boundary_values_round_trip() -> None:
     ).status == "duplicate"
 
 
+@pytest.mark.parametrize("many", [False, True], ids=["enqueue", "enqueue_many"])
+def test_a_payload_is_stored_as_the_compact_text_its_checks_made(many: bool) -> None:
+    """Where the payload column holds text (SQLite, MariaDB), the text the size cap
+    counted is what is stored, its keys in the caller's order: the payload is encoded
+    once. PostgreSQL's ``jsonb`` keeps the value, not the text."""
+    from django.db import connection
+
+    payload = {"z": [1, 2.5, "\u00e9"], "a": None}
+    if many:
+        wd.enqueue_many(
+            [{"job_id": "j", "queue": "q", "payload": payload}, {"job_id": "k", "queue": "q"}]
+        )
+    else:
+        wd.enqueue("j", queue="q", payload=payload)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT payload FROM watchdog_job WHERE job_id = %s", ["j"])
+        (stored,) = cursor.fetchone()
+    if connection.vendor != "postgresql":
+        assert stored == '{"z":[1,2.5,"\\u00e9"],"a":null}'
+    job = wd.get_job("j")
+    assert job is not None and job.payload == payload
+    assert list(job.payload) == (["z", "a"] if connection.vendor != "postgresql" else ["a", "z"])
+
+
 def test_enqueue_joins_the_callers_transaction() -> None:
     with pytest.raises(RuntimeError), transaction.atomic():
         wd.enqueue("j", queue="q")

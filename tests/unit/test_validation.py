@@ -97,6 +97,62 @@ class TestCanonicalJson:
             validation.canonical_json(deep, "payload")
 
 
+class TestCompactJson:
+    """The payload's text: the encoder's, with the checks a full walk makes, taken only
+    where a cheaper look cannot decide."""
+
+    def test_keeps_the_keys_in_their_order_at_the_canonical_length(self) -> None:
+        value = {"b": [1, 2.5], "a": {"d": None, "c": True}}
+        text = validation.compact_json(value, "payload")
+        assert text == '{"b":[1,2.5],"a":{"d":null,"c":true}}'
+        assert len(text) == len(validation.canonical_json(value, "payload"))
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            "\U0001f600",  # a surrogate pair in the text, one character in Python
+            "\\u0000 and \\udc80",  # a backslash before the letters, no NUL
+            {"\u00e9": ["\x01", "\U0010ffff"]},
+        ],
+    )
+    def test_accepts_what_only_looks_unstorable_in_the_text(self, value: Any) -> None:
+        import json
+
+        assert json.loads(validation.compact_json(value, "payload")) == value
+
+    @pytest.mark.parametrize(
+        ("value", "where"),
+        [
+            ({"a": ["b", "c\x00"]}, r"string at \$\.a\[1\] contains a NUL"),
+            ({"a": {"\udc80": 1}}, r"key at \$\.a contains a lone surrogate"),
+            ([1, {"a": (1, 2)}], r"tuple at \$\[1\]\.a is not a JSON value"),
+            ({"a": [math.inf]}, r"inf at \$\.a\[0\] is not a JSON number"),
+        ],
+    )
+    def test_names_the_path_of_what_it_rejects(self, value: Any, where: str) -> None:
+        with pytest.raises(InvalidInput, match=where):
+            validation.compact_json(value, "payload")
+
+    def test_a_circular_value_is_rejected_not_recursed_into(self) -> None:
+        loop: list[Any] = []
+        loop.append({"again": loop})
+        with pytest.raises(InvalidInput, match="deeper than 200 levels"):
+            validation.compact_json(loop, "payload")
+
+    def test_subclasses_of_json_types_are_checked_in_full_and_accepted(self) -> None:
+        import enum
+
+        class Level(enum.IntEnum):
+            HIGH = 3
+
+        class Name(str):
+            pass
+
+        assert validation.compact_json({Name("k"): [Level.HIGH]}, "payload") == '{"k":[3]}'
+        with pytest.raises(InvalidInput, match="NUL"):
+            validation.compact_json([Name("a\x00")], "payload")
+
+
 class TestPayloadCap:
     """The cap counts bytes of canonical JSON and is read lazily from settings."""
 

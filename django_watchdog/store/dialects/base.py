@@ -177,6 +177,11 @@ class Dialect:
             return None
         return self.connection.ops.adapt_json_value(value, None)
 
+    def param_payload(self, new: NewJob) -> Any:
+        """``new``'s payload for its JSON column: the text its checks made, where the
+        column holds text (``param_json`` would encode the value once more)."""
+        return None if new.payload is None else new.payload_json
+
     def job_values(self, new: NewJob, delayed: bool) -> dict[str, Any]:
         """What enqueue writes for ``new``: each job column it binds, in insert order."""
         return {
@@ -184,7 +189,7 @@ class Dialect:
             "queue": new.queue,
             "lane": new.lane,
             "priority": new.priority,
-            "payload": self.param_json(new.payload),
+            "payload": self.param_payload(new),
             "max_recoveries": new.max_recoveries,
             "delayed": delayed,
             "run_after": self.param_datetime(new.run_after),

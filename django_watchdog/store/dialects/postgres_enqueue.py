@@ -197,6 +197,10 @@ INSERT_WITH_HEAD_OR_UNDO = insert_with_heads(JOB_FROM_VALUES, DEMOTE_ONE, UNDO_N
 class PostgresEnqueue(Dialect):
     """PostgreSQL's ``enter_jobs`` (a part of ``PostgresDialect``)."""
 
+    def param_payload(self, new: NewJob) -> Any:
+        """``jsonb``: psycopg's own dump of the value, as the ORM binds it."""
+        return self.param_json(new.payload)
+
     def enter_jobs(
         self, batch: Sequence[NewJob], delays: Sequence[bool], now: Any
     ) -> tuple[list[Row], set[str], dict[int, bool]]:

@@ -107,7 +107,9 @@ def create_queues(count: int) -> str:
 
 
 #: Ids follow the last one AUTOINCREMENT gave (read in the statement), in the order of the
-#: rows' ``ordinal``, so a position is its job's id as on PostgreSQL. ``ready`` comes
+#: rows' ``ordinal`` (their index in the batch, ``first_row`` the statement's first), so a
+#: position is its job's id as on PostgreSQL. (Numbered by ``row_number()`` instead, the
+#: window's sort cost SQLite an eighth of the statement.) ``ready`` comes
 #: decided for the jobs of queues created by this call; ``REFRESH_HEADS`` settles the
 #: others. (``WHERE TRUE`` parses the upsert clause as such after a ``SELECT``.)
 INSERT_JOBS_ROW = (
@@ -125,7 +127,7 @@ INSERT INTO watchdog_job
 SELECT last.id + v.n, CASE WHEN v.column8 THEN NULL ELSE last.id + v.n END,
        v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8,
        v.column9, v.column10, v.column11, v.column12, v.column13, 'queued', 0, 0, {NOW}
-  FROM (SELECT row_number() OVER (ORDER BY column1) AS n, *
+  FROM (SELECT column1 - %(first_row)s + 1 AS n, *
           FROM (VALUES {values(INSERT_JOBS_ROW, count)})) AS v,
        (SELECT COALESCE(MAX(seq), 0) AS id FROM sqlite_sequence
          WHERE name = 'watchdog_job') AS last
@@ -368,7 +370,8 @@ class SqliteDialect(Dialect):
         extra: Mapping[str, Any] | None = None,
     ) -> list[Row]:
         """Run ``statement(count)`` for ``rows`` (values of ``names``), ``count`` rows at a
-        time, ``extra`` bound beside them; the rows every statement returned.
+        time, ``extra`` bound beside them, and ``%(first_row)s``: the index in ``rows`` of
+        the statement's first row. The rows every statement returned.
 
         As many rows per statement as the library binds (a SQLite build option: 32,766 by
         default, 999 before 3.32), at most ``ROWS_PER_STATEMENT``.
@@ -376,13 +379,13 @@ class SqliteDialect(Dialect):
         extra = dict(extra or {})
         self.connection.ensure_connection()
         limit = int(self.connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
-        step = max(1, min(ROWS_PER_STATEMENT, (limit - len(extra)) // len(names)))
+        step = max(1, min(ROWS_PER_STATEMENT, (limit - len(extra) - 1) // len(names)))
         found: list[Row] = []
         for start in range(0, len(rows), step):
             chunk = rows[start : start + step]
             if any(len(row) != len(names) for row in chunk):
                 raise ValueError(f"each row holds a value of each of {names}")
-            params = dict(extra)
+            params = {**extra, "first_row": start}
             flat = chain.from_iterable(chunk)
             params.update(zip(row_names(tuple(names), len(chunk)), flat, strict=True))
             found.extend(self.fetch(statement(len(chunk)), params))
