@@ -22,7 +22,7 @@ from ..domain.validation import REASON_MAX
 from ..domain.values import ClaimResult, Decision, QueueHead, SettleResult
 from ..models import Job
 from . import deadlocks, heads, rows
-from .dialects import WAKE_EVERY_LANE, QuietLanes, dialect, lane_predicate
+from .dialects import WAKE_EVERY_LANE, LaneTerms, QuietLanes, dialect, lane_terms
 
 CLAIM_ATTEMPTS = 4
 
@@ -99,8 +99,8 @@ def claim_transaction(using: str) -> AbstractContextManager[Any]:
     return dialect(using).claim_transaction(announcing=heads.listening())
 
 
-def _lanes(partition: Partition) -> tuple[str, dict[str, str]]:
-    return lane_predicate("j.lane", partition.lanes, partition.exclude_lanes)
+def _lanes(partition: Partition) -> tuple[LaneTerms, dict[str, str]]:
+    return lane_terms(partition.lanes, partition.exclude_lanes)
 
 
 def ready_probe(using: str, partition: Partition) -> tuple[object, ...] | None:
@@ -113,9 +113,9 @@ def ready_probe(using: str, partition: Partition) -> tuple[object, ...] | None:
 
 def probe_statement(using: str, partition: Partition) -> tuple[str, dict[str, Any]]:
     """The idle worker's probe with its params (what the index test EXPLAINs)."""
-    predicate, params = _lanes(partition)
+    terms, params = _lanes(partition)
     d = dialect(using)
-    return d.probe_sql(predicate), {**params, "now": d.param_datetime(timezone.now())}
+    return d.probe_sql(terms), {**params, "now": d.param_datetime(timezone.now())}
 
 
 def claim_statement(
@@ -131,17 +131,17 @@ def claim_statement(
     Each claim token is ``token`` plus the job's rank in the claim. The index test
     EXPLAINs exactly this, so a refactor cannot silently make claims scan.
     """
-    predicate, bound = _claim_terms(using, partition, token, worker_id, limit)
-    return dialect(using).claim_sql(predicate, limit), bound
+    terms, bound = _claim_terms(using, partition, token, worker_id, limit)
+    return dialect(using).claim_sql(terms, limit), bound
 
 
 def _claim_terms(
     using: str, partition: Partition, token: str, worker_id: str | None, limit: int
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[LaneTerms, dict[str, Any]]:
     """The partition's lane terms and the claim's parameters."""
-    predicate, params = _lanes(partition)
+    terms, params = _lanes(partition)
     now = dialect(using).param_datetime(timezone.now())
-    return predicate, {**params, "now": now, "limit": limit, "token": token, "worker_id": worker_id}
+    return terms, {**params, "now": now, "limit": limit, "token": token, "worker_id": worker_id}
 
 
 def claim_in_transaction(
@@ -176,8 +176,8 @@ def take_ready(
 ) -> tuple[list[ClaimResult | WatchdogError], bool]:
     """``claim_ready``, and whether, having taken nothing, the claim passed over a job that
     looked claimable (a locked queue, a row another claim changed first): worth a retry."""
-    predicate, params = _claim_terms(using, partition, token or new_claim_token(), worker_id, limit)
-    return _took(using, dialect(using).claim(predicate, params))
+    terms, params = _claim_terms(using, partition, token or new_claim_token(), worker_id, limit)
+    return _took(using, dialect(using).claim(terms, params))
 
 
 def _took(
@@ -367,12 +367,10 @@ def _settle_and_claim_alone(
     """``settle`` with ``claim_next`` as one transaction of the database's own where the
     dialect has one (``Dialect.settle_and_claim_alone``); ``None`` where it has not
     (nothing was sent)."""
-    predicate, claim_params = _claim_terms(
-        using, claim_next, token or new_claim_token(), worker_id, 1
-    )
+    terms, claim_params = _claim_terms(using, claim_next, token or new_claim_token(), worker_id, 1)
     params = _settle_params(using, job_id, claim_token, decision)
     answers = dialect(using).settle_and_claim_alone(
-        params, quiet_lanes(claim_next), predicate, claim_params
+        params, quiet_lanes(claim_next), terms, claim_params
     )
     if answers is None:
         return None

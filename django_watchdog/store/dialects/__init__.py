@@ -13,7 +13,15 @@ from functools import cache
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .base import WAKE_EVERY_LANE, Dialect, QuietLanes, in_clause, lane_predicate
+from .base import (
+    WAKE_EVERY_LANE,
+    Dialect,
+    LaneTerms,
+    QuietLanes,
+    in_clause,
+    lane_predicate,
+    lane_terms,
+)
 
 __all__ = [
     "DIALECTS",
@@ -25,6 +33,8 @@ __all__ = [
     "in_clause",
     "supported",
     "lane_predicate",
+    "lane_terms",
+    "LaneTerms",
 ]
 
 #: ``connection.vendor`` → the dialect's class, as ``module:Class`` (imported on first use:

@@ -224,9 +224,10 @@ class Dialect:
         whatever the number of queues."""
         raise NotImplementedError
 
-    # statements that take a partition's lane terms (``lanes``: SQL with named parameters)
+    # statements that take a partition's lane terms (``lanes``: ``LaneTerms``, or SQL with
+    # named parameters)
 
-    def claim_sql(self, lanes: str, limit: int) -> str:
+    def claim_sql(self, lanes: LaneTerms, limit: int) -> str:
         """Take up to ``limit`` best claimable jobs (``%(now)s``) under ``%(token)s``
         for ``%(worker_id)s``, returning their rows (the claim statement). A dialect whose
         claim can pass over a claimable job (a locked queue, a row another claim changed
@@ -235,16 +236,16 @@ class Dialect:
         ``limit`` is also bound as ``%(limit)s``, for a dialect that sends it as a value."""
         raise NotImplementedError
 
-    def claim(self, lanes: str, params: Params) -> list[Row]:
+    def claim(self, lanes: LaneTerms, params: Params) -> list[Row]:
         """Run the claim (``claim_sql``'s parameters): the rows it took, or the one row
         with a NULL ``id`` that says it passed a claimable job over (see ``claim_sql``)."""
         return self.fetch(self.claim_sql(lanes, int(params["limit"])), params)
 
-    def probe_sql(self, lanes: str) -> str:
+    def probe_sql(self, lanes: LaneTerms) -> str:
         """The idle worker's probe where ``WAKE == "probe"``: one row whose values change
         when new work may be ready. Here, whether a job of the partition could be claimed
         now (``common.any_ready``)."""
-        return common.any_ready(self.is_set, lanes)
+        return common.any_ready(self.is_set, lanes.predicate())
 
     def retry(self, params: Params) -> list[Row]:
         """Run ``RETRY`` (its parameters): the row it changed, if any."""
@@ -308,7 +309,7 @@ class Dialect:
         return changed[0], self.refresh_head(queue)
 
     def settle_and_claim_alone(
-        self, params: Params, quiet: QuietLanes, lanes: str, claim_params: Params
+        self, params: Params, quiet: QuietLanes, lanes: LaneTerms, claim_params: Params
     ) -> tuple[tuple[Row, Row | None] | None, list[Row]] | None:
         """Lock the settling job's queue, ``settle_and_refresh`` and ``claim`` in a
         transaction of the database's own, for a caller in autocommit: what each of the
@@ -433,23 +434,57 @@ def in_clause(
 ) -> tuple[str, dict[str, str]]:
     """``column IN (%(name_0)s, …)`` (or ``NOT IN``) for ``values``, with its parameters."""
     names = [f"{name}_{index}" for index in range(len(values))]
+    return _in(column, names, negate=negate), dict(zip(names, values, strict=True))
+
+
+def _in(column: str, names: Sequence[str], *, negate: bool = False) -> str:
     placeholders = ", ".join(f"%({n})s" for n in names)
-    keyword = "NOT IN" if negate else "IN"
-    return f"{column} {keyword} ({placeholders})", dict(zip(names, values, strict=True))
+    return f"{column} {'NOT IN' if negate else 'IN'} ({placeholders})"
+
+
+@dataclass(frozen=True, slots=True)
+class LaneTerms:
+    """A worker's lane partition as SQL on ``column``: one of the ``served`` lanes, bound
+    as ``%(lane_0)s``… (none: any lane), and none of the ``excluded``, bound as
+    ``%(exclude_lane_0)s``…. Only the numbers shape the text: a worker's statements keep
+    one text, and a dialect may spell the partition its own way (a walk per lane)."""
+
+    served: int = 0
+    excluded: int = 0
+    column: str = "j.lane"
+
+    @property
+    def served_names(self) -> list[str]:
+        return [f"lane_{index}" for index in range(self.served)]
+
+    @property
+    def excluded_names(self) -> list[str]:
+        return [f"exclude_lane_{index}" for index in range(self.excluded)]
+
+    def predicate(self, served: str | None = None) -> str:
+        """The partition's predicate (``1 = 1``: every lane); ``served``, where given,
+        stands for the test of the served lanes."""
+        clauses = []
+        if self.served:
+            clauses.append(served or _in(self.column, self.served_names))
+        if self.excluded:
+            clauses.append(_in(self.column, self.excluded_names, negate=True))
+        return " AND ".join(clauses) or "1 = 1"
+
+
+def lane_terms(
+    lanes: Sequence[str], exclude_lanes: Sequence[str], column: str = "j.lane"
+) -> tuple[LaneTerms, dict[str, str]]:
+    """A partition's ``LaneTerms`` and the parameters they bind."""
+    terms = LaneTerms(len(lanes), len(exclude_lanes), column)
+    params = dict(zip(terms.served_names, lanes, strict=True))
+    params.update(zip(terms.excluded_names, exclude_lanes, strict=True))
+    return terms, params
 
 
 def lane_predicate(
     column: str, lanes: Sequence[str], exclude_lanes: Sequence[str]
 ) -> tuple[str, dict[str, str]]:
     """SQL restricting ``column`` to a worker's lane partition, with its parameters."""
-    clauses: list[str] = []
-    params: dict[str, str] = {}
-    if lanes:
-        clause, bound = in_clause(column, "lane", lanes)
-        clauses.append(clause)
-        params.update(bound)
-    if exclude_lanes:
-        clause, bound = in_clause(column, "exclude_lane", exclude_lanes, negate=True)
-        clauses.append(clause)
-        params.update(bound)
-    return (" AND ".join(clauses) or "1 = 1"), params
+    terms, params = lane_terms(lanes, exclude_lanes, column)
+    return terms.predicate(), params

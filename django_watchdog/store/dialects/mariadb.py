@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from . import common, mariadb_claim, mariadb_enqueue, shown_queues
-from .base import Dialect, Params, QuietLanes, Row, in_clause
+from .base import Dialect, LaneTerms, Params, QuietLanes, Row, in_clause
 from .mariadb_terms import (
     DEADLOCK,
     NEXT_ID,
@@ -303,17 +303,17 @@ class MariadbDialect(Dialect):
 
     # claim and settle
 
-    def claim_sql(self, lanes: str, limit: int) -> str:
+    def claim_sql(self, lanes: LaneTerms, limit: int) -> str:
         """The claim's first statement, a plain read of the claim index (what the index
         test EXPLAINs; it binds ``%(limit)s``); ``claim`` runs it and the three that
         follow."""
-        return mariadb_claim.candidates(lanes)
+        return mariadb_claim.candidates(lanes.predicate())
 
-    def claim(self, lanes: str, params: Params) -> list[Row]:
-        return mariadb_claim.claim(self, lanes, params)
+    def claim(self, lanes: LaneTerms, params: Params) -> list[Row]:
+        return mariadb_claim.claim(self, lanes.predicate(), params)
 
-    def probe_sql(self, lanes: str) -> str:
-        return mariadb_claim.probe(lanes)
+    def probe_sql(self, lanes: LaneTerms) -> str:
+        return mariadb_claim.probe(lanes.predicate())
 
     def retry(self, params: Params) -> list[Row]:
         if not self.execute(RETRY, params):

@@ -9,7 +9,6 @@ Part of ``PostgresDialect`` (``dialects.postgres``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 from ...conf import setting
 from .. import waits
 from . import common
-from .base import WAKE_EVERY_LANE, Dialect, Params, QuietLanes, Row
+from .base import WAKE_EVERY_LANE, Dialect, LaneTerms, Params, QuietLanes, Row
 
 #: The database's clock: every job timestamp PostgreSQL writes.
 NOW = "clock_timestamp()"
@@ -58,9 +57,8 @@ SELECT q.name FROM watchdog_queue q
    FOR UPDATE OF q
 """
 NOTIFY = "SELECT pg_notify(%(channel)s, %(lane)s)"
-#: A partition of several lanes, as ``lane_predicate`` writes it: ``claim`` walks them
-#: one at a time (``EACH_SERVED_LANE``), each lane's value from a ``VALUES`` list.
-SERVED_LANES = re.compile(r"j\.lane IN \((%\(lane_\d+\)s(?:, %\(lane_\d+\)s)+)\)")
+#: The lane a walk of a partition of several lanes is on: ``claim`` walks them one at a
+#: time, each lane's value from a ``VALUES`` list (``served``).
 EACH_SERVED_LANE = "j.lane = served.lane"
 #: Whether a head made ready goes unannounced (``QuietLanes``): its lane is one of
 #: ``%(quiet_lanes)s``, or any lane but ``%(quiet_all_but)s`` where that is set (NULL: none).
@@ -82,7 +80,7 @@ UPDATE watchdog_worker SET heartbeat_at = {NOW} FROM bound WHERE worker_id = %(w
 
 
 @lru_cache(maxsize=64)
-def claim(lanes: str, limit: int) -> str:
+def claim(lanes: LaneTerms, limit: int) -> str:
     """Take the best ready jobs of the partition in one statement; each candidate's queue
     row is locked with SKIP LOCKED, so concurrent claimers spread over queues instead of
     waiting on each other.
@@ -102,8 +100,8 @@ def claim(lanes: str, limit: int) -> str:
     runs' plans, and a plan that cannot know the limit does. With fresh statistics of a
     backlog, that was every claim (1.7 ms more per job of the default worker).
 
-    A partition of several lanes (``SERVED_LANES``, as the default worker's: every lane
-    with a handler) is walked a lane at a time, each in its claim index's order, and the
+    A partition of several served lanes (as the default worker's: every lane with a
+    handler) is walked a lane at a time, each in its claim index's order, and the
     best of each lane's best kept. No index gives the jobs of several lanes in claim
     order: on a table never analyzed (a new install's) the plan read every ready job of
     the lanes, joined each to its queue and sorted them, per claim (the default worker
@@ -115,10 +113,9 @@ def claim(lanes: str, limit: int) -> str:
     """
     if limit < 1:
         raise ValueError(f"a claim takes at least one job, not {limit}")
-    served = SERVED_LANES.search(lanes)
-    if served is not None:
-        values = ", ".join(f"({name})" for name in served.group(1).split(", "))
-        each = SERVED_LANES.sub(EACH_SERVED_LANE, lanes)
+    if lanes.served > 1:
+        values = ", ".join(f"(%({name})s)" for name in lanes.served_names)
+        each = lanes.predicate(served=EACH_SERVED_LANE)
         candidates = f"""
     SELECT best.* FROM (VALUES {values}) AS served(lane)
     CROSS JOIN LATERAL ({_candidates(each, limit)}
@@ -128,7 +125,8 @@ def claim(lanes: str, limit: int) -> str:
         probe = f"""SELECT 1 FROM (VALUES {values}) AS served(lane)
     CROSS JOIN LATERAL ({common.any_ready(is_set, each)}) AS found LIMIT 1"""
     else:
-        candidates, probe = _candidates(lanes, limit), common.any_ready(is_set, lanes)
+        every = lanes.predicate()
+        candidates, probe = _candidates(every, limit), common.any_ready(is_set, every)
     return f"""
 WITH candidate AS ({candidates}
 ),
@@ -398,7 +396,7 @@ class PostgresClaims(Dialect):
 
     # the steps verbs take
 
-    def claim_sql(self, lanes: str, limit: int) -> str:
+    def claim_sql(self, lanes: LaneTerms, limit: int) -> str:
         return claim(lanes, limit)
 
     def settle_and_refresh(
@@ -409,7 +407,7 @@ class PostgresClaims(Dialect):
         return settled_and_head(self.fetch(*settle_and_refresh(params, quiet)))
 
     def settle_and_claim_alone(
-        self, params: Params, quiet: QuietLanes, lanes: str, claim_params: Params
+        self, params: Params, quiet: QuietLanes, lanes: LaneTerms, claim_params: Params
     ) -> tuple[tuple[Row, Row | None] | None, list[Row]] | None:
         """Lock the settling job's queue, settle it and ready the queue's next head
         (``settle_and_refresh``), then claim (``claim``): the three statements sent

@@ -19,7 +19,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from . import common, shown_queues
-from .base import Dialect, Params, QuietLanes, Row
+from .base import Dialect, LaneTerms, Params, QuietLanes, Row
 from .new_heads import best_new_jobs
 
 if TYPE_CHECKING:
@@ -393,9 +393,9 @@ class SqliteDialect(Dialect):
 
     # the steps verbs take
 
-    def claim_sql(self, lanes: str, limit: int) -> str:
+    def claim_sql(self, lanes: LaneTerms, limit: int) -> str:
         """The claim; it binds ``%(limit)s``."""
-        return claim(lanes)
+        return claim(lanes.predicate())
 
     def refresh_head(self, queue: str, entered: Sequence[int] = ()) -> Row | None:
         """The queue's head row, made ready; a head it displaced (one of ``entered`` took
