@@ -239,6 +239,9 @@ def prepare(system: str, db: str, work: Path) -> None:
 
 #: ``watchdog_worker --batch``: jobs a job thread claims and settles at once (--watchdog-batch).
 WATCHDOG_BATCH = 32
+#: The lanes watchdog's workers serve: the bench's jobs' lane, or, with --watchdog-every-lane,
+#: no flag (every lane with a handler: ``bench`` and ``bench-sleep``, a claim over two lanes).
+WATCHDOG_LANES = ["--lane", "bench"]
 
 
 def worker_command(
@@ -254,8 +257,7 @@ def worker_command(
             "-m",
             "django",
             "watchdog_worker",
-            "--lane",
-            "bench",
+            *WATCHDOG_LANES,
             "--concurrency",
             str(concurrency),
             *batch,
@@ -331,7 +333,7 @@ class Workers:
         for index in range(count):
             command = worker_command(system, db, concurrency, index, default_worker)
             if extra:
-                command = [c for c in command if c not in ("--lane", "bench")] + extra
+                command = [c for c in command if c not in WATCHDOG_LANES] + extra
             out = (log_dir / f"{system}-{db}-{index}.log").open("ab")
             self.popens.append(
                 subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -955,7 +957,7 @@ def _backlog(text: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    global WATCHDOG_BATCH
+    global WATCHDOG_BATCH, WATCHDOG_LANES
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument(
@@ -990,6 +992,12 @@ def main() -> None:
         default=WATCHDOG_BATCH,
         metavar="N",
         help=f"watchdog_worker --batch (default {WATCHDOG_BATCH}; 1 = one job per transaction)",
+    )
+    parser.add_argument(
+        "--watchdog-every-lane",
+        action="store_true",
+        help="start watchdog's workers with no --lane, as a plain watchdog_worker: every lane "
+        "with a handler (default: --lane bench, the lane of the bench's jobs)",
     )
     parser.add_argument(
         "--workloads",
@@ -1038,6 +1046,8 @@ def main() -> None:
         parser.error("--repeat must be >= 1")
     databases = DB_CHOICES.get(args.db, [args.db])
     WATCHDOG_BATCH = args.watchdog_batch
+    if args.watchdog_every_lane:
+        WATCHDOG_LANES = []
     SQLITE_DIR.mkdir(parents=True, exist_ok=True)
 
     started = time.monotonic()
@@ -1045,6 +1055,7 @@ def main() -> None:
     env = environment()
     env["loadavg_at_start"] = os.getloadavg()
     env["watchdog_batch"] = WATCHDOG_BATCH
+    env["watchdog_lanes"] = " ".join(WATCHDOG_LANES) or "every lane"
     if env["loadavg_at_start"][0] > 1.0:
         log(
             f"WARNING: load average {env['loadavg_at_start']}: something else is running; "
