@@ -125,8 +125,8 @@ def claim(lanes: LaneTerms, limit: int) -> str:
         probe = f"""SELECT 1 FROM (VALUES {values}) AS served(lane)
     CROSS JOIN LATERAL ({common.any_ready(is_set, each)}) AS found LIMIT 1"""
     else:
-        every = lanes.predicate()
-        candidates, probe = _candidates(every, limit), common.any_ready(is_set, every)
+        predicate = lanes.predicate()
+        candidates, probe = _candidates(predicate, limit), common.any_ready(is_set, predicate)
     return f"""
 WITH candidate AS ({candidates}
 ),
