@@ -34,6 +34,13 @@ def settle_heap() -> None:
     gc.collect()
 
 
+def bulk_tags() -> list[str]:
+    """The tag of each transaction a bulk op commits: ``times`` of them (the bulk workload),
+    or the one tag a prefill's jobs carry."""
+    times = ARGS.get("times", 1)
+    return [ARGS["tag"]] if times == 1 else [f"{ARGS['tag']}.{time_}" for time_ in range(times)]
+
+
 def wait_for_stamp(path: str, tag: str, state: dict[str, Any], timeout: float) -> bool:
     """Read the stamp file on from the last offset until a line for ``tag`` appears."""
     needle = f"{tag} ".encode()
@@ -176,7 +183,8 @@ def django_system() -> dict[str, Any]:
             bulk(f"{ARGS['tag']}w", WARM_UP)
             settle_heap()
         started = time.perf_counter()
-        bulk(ARGS["tag"], ARGS["n"])
+        for tag in bulk_tags():
+            bulk(tag, ARGS["n"])
         return {"seconds": time.perf_counter() - started, "commit": time.time()}
     if OP == "latency":
 
@@ -286,7 +294,8 @@ def procrastinate_system() -> dict[str, Any]:
                 noop.batch_defer(*({"t": f"{ARGS['tag']}w:{i}"} for i in range(WARM_UP)))
                 settle_heap()
             started = time.perf_counter()
-            noop.batch_defer(*({"t": f"{ARGS['tag']}:{i}"} for i in range(ARGS["n"])))
+            for tag in bulk_tags():
+                noop.batch_defer(*({"t": f"{tag}:{i}"} for i in range(ARGS["n"])))
             return {"seconds": time.perf_counter() - started, "commit": time.time()}
         if OP == "latency":
 

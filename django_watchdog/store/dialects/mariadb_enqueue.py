@@ -143,7 +143,10 @@ JOB_ROW_COLUMNS = (
 #: to 150 ms, one of 100 rows as long as the rows sent as values did (p99 17 ms).
 ROWS_PER_INSERT = 100
 #: Insert the jobs of ``%(rows)s`` (a JSON array of ``JOB_ROW_COLUMNS`` rows), each with
-#: the id it holds and, unless delayed, that id as its position.
+#: the id it holds and, unless delayed, that id as its position. Every row of one statement
+#: has the same ``enqueued_at`` (``NOW`` is read once per statement), returned as text:
+#: decoded once (``_stamps``), where the driver would parse a ``DATETIME`` per row in
+#: Python (a tenth of a batch's client time).
 INSERT_JOBS = f"""
 INSERT INTO watchdog_job
     (id, {", ".join(quoted(name) for name in INSERT_JOB_ROW)}, position, state, recovery_count,
@@ -151,7 +154,7 @@ INSERT INTO watchdog_job
 SELECT {", ".join(quoted(f"j.{name}") for name, _ in JOB_ROW_COLUMNS)},
        CASE WHEN j.`delayed` THEN NULL ELSE j.id END, 'queued', 0, 0, {NOW}
   FROM {from_json("%(rows)s", JOB_ROW_COLUMNS)}
-RETURNING id, job_id, enqueued_at, ready
+RETURNING id, job_id, CAST(enqueued_at AS CHAR), ready
 """
 
 
@@ -399,7 +402,18 @@ def _insert(
     for start in range(0, len(rows), ROWS_PER_INSERT):
         document = json.dumps(rows[start : start + ROWS_PER_INSERT], ensure_ascii=False)
         inserted += dialect.fetch(INSERT_JOBS, {"rows": document})
-    return [(pk, job_id, at, ready) for pk, job_id, at, ready in inserted]
+    stamps = _Stamps()
+    return [(pk, job_id, stamps.parsed(at), ready) for pk, job_id, at, ready in inserted]
+
+
+class _Stamps(dict[str, datetime]):
+    """``INSERT_JOBS``'s ``enqueued_at`` texts, each parsed once into the naive ``datetime``
+    the driver gives for a ``DATETIME`` column."""
+
+    def parsed(self, text: str) -> datetime:
+        if text not in self:
+            self[text] = datetime.fromisoformat(text)
+        return self[text]
 
 
 def _on_the_primary_key(error: IntegrityError) -> bool:
