@@ -145,7 +145,7 @@ ROWS_PER_INSERT = 100
 #: Insert the jobs of ``%(rows)s`` (a JSON array of ``JOB_ROW_COLUMNS`` rows), each with
 #: the id it holds and, unless delayed, that id as its position. Every row of one statement
 #: has the same ``enqueued_at`` (``NOW`` is read once per statement), returned as text:
-#: decoded once (``_stamps``), where the driver would parse a ``DATETIME`` per row in
+#: decoded once (``_Stamps``), where the driver would parse a ``DATETIME`` per row in
 #: Python (a tenth of a batch's client time).
 INSERT_JOBS = f"""
 INSERT INTO watchdog_job
