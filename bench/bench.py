@@ -1,8 +1,8 @@
 """Run watchdog, its peers and the floor through the same workloads; print tables, save JSON.
 
 Usage (through bench/run, which builds the virtualenv):
-    bench/run [--quick] [--repeat N] [--only watchdog,tasks_db,procrastinate,celery,floor]
-              [--db sqlite|postgres|mariadb|both|all] [--jobs N] [--no-charts]
+    bench/run [--quick] [--repeat N] [--db sqlite|postgres|mariadb|both|all] [--jobs N]
+              [--only watchdog,tasks_db,procrastinate,celery,floor,floor_jobs] [--no-charts]
 
 Every system runs real worker processes started exactly as a user would start them; every
 job is the same no-op that appends one line to a stamp file (bench/stamp.py). Rates come
@@ -56,7 +56,10 @@ MARIADB = {
     "password": "bench",
 }
 MARIADB_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock")
-SYSTEMS = ("watchdog", "tasks_db", "procrastinate", "celery", "floor")
+SYSTEMS = ("watchdog", "tasks_db", "procrastinate", "celery", "floor", "floor_jobs")
+#: The floor's loop (``bench.floor``): on its own table, and (PostgreSQL) on watchdog's job
+#: table, which pays what the schema costs without what the worker adds.
+FLOORS = ("floor", "floor_jobs")
 DATABASES = ("sqlite", "postgres", "mariadb")
 #: --db's names for several databases ("both" kept its meaning when MariaDB came).
 DB_CHOICES = {"both": ["sqlite", "postgres"], "all": list(DATABASES)}
@@ -67,6 +70,7 @@ LABELS = {
     "procrastinate": "procrastinate",
     "celery": "celery+redis",
     "floor": "floor",
+    "floor_jobs": "floor on watchdog's table",
 }
 #: The systems measured on each database. Procrastinate is PostgreSQL only; Celery does not
 #: use the SQL database: measured once, with the last database given, and shown in the
@@ -84,6 +88,7 @@ PG_DATABASES = {
     "tasks_db": "bench_tasks_db" + DB_SUFFIX,
     "procrastinate": "bench_procrastinate" + DB_SUFFIX,
     "floor": "bench_floor" + DB_SUFFIX,
+    "floor_jobs": "bench_floor_jobs" + DB_SUFFIX,
 }
 MARIADB_DATABASES = {
     "watchdog": "bench_watchdog" + DB_SUFFIX,
@@ -156,12 +161,14 @@ def base_env(system: str, db: str, stamp_file: Path) -> dict[str, str]:
         env.update(MARIADB_USER=MARIADB["user"], MARIADB_PASSWORD=MARIADB["password"])
     if system in ("watchdog", "tasks_db"):
         env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    if system == "floor_jobs":  # its database is migrated as watchdog's
+        env.update(BENCH_SYSTEM="watchdog", BENCH_DB_NAME=PG_DATABASES[system])
     return env
 
 
-def floor_target(db: str) -> str:
+def floor_target(db: str, system: str = "floor") -> str:
     if db == "postgres":
-        return f"postgresql://{PG['user']}@{PG['host']}:{PG['port']}/{PG_DATABASES['floor']}"
+        return f"postgresql://{PG['user']}@{PG['host']}:{PG['port']}/{PG_DATABASES[system]}"
     if db == "mariadb":
         m = MARIADB
         return (
@@ -207,8 +214,8 @@ def drive(
 ) -> Any:
     """Run one driver op in a subprocess with the system's settings; its JSON result.
     ``echo``: its stderr (progress of a long op) goes to ours as it comes."""
-    if system == "floor":
-        args.setdefault("target", floor_target(db))
+    if system in FLOORS:
+        args.setdefault("target", floor_target(db, system))
     done = subprocess.run(
         [sys.executable, "-m", "bench.driver", system, db, op, json.dumps(args)],
         cwd=ROOT,
@@ -316,6 +323,8 @@ def worker_command(
         ]
     if system == "floor":
         return [py, "-m", "bench.floor", db, floor_target(db)]
+    if system == "floor_jobs":
+        return [py, "-m", "bench.floor", db, floor_target(db, system), "--job-table"]
     raise ValueError(system)
 
 
@@ -582,7 +591,7 @@ class Bench:
         return rates
 
     def drain(self, system: str, db: str) -> None:
-        procs = self.procs if self.smoke or system != "floor" else FLOOR_PROCS
+        procs = self.procs if self.smoke or system not in FLOORS else FLOOR_PROCS
         concurrencies = (1, 4) if system == "watchdog" and not self.smoke else (1,)
         for concurrency in concurrencies:
             for count in procs:
@@ -600,7 +609,7 @@ class Bench:
     # wake latency
 
     def latency(self, system: str, db: str) -> None:
-        if system == "floor":
+        if system in FLOORS:
             return
         drive(system, db, "reset", self.work / "stamps-reset.txt")
         stamps = self.stamps(f"{system}-{db}-latency")
@@ -665,7 +674,7 @@ class Bench:
                     continue
                 log(f"{LABELS[system]} on {db}")
                 steps: list[Callable[[str, str], None]] = [self.prepare]
-                if "enqueue" in self.workloads and system != "floor":
+                if "enqueue" in self.workloads and system not in FLOORS:
                     steps.append(self.enqueue)
                 if "drain" in self.workloads:
                     steps.append(self.drain)
@@ -835,7 +844,7 @@ def charts(results: dict[str, Any], databases: list[str]) -> list[Path]:
             ("watchdog", 1, "watchdog (1 thread/process)"),
             ("watchdog", 4, "watchdog (4 threads/process)"),
         ]
-        series += [(s, 1, LABELS[s]) for s in ("tasks_db", "procrastinate", "celery", "floor")]
+        series += [(s, 1, LABELS[s]) for s in (*PEERS, *FLOORS)]
         for system, concurrency, label in series:
             points = [
                 (p, value(results[db], system, f"drain_p{p}_c{concurrency}")) for p in WORKER_PROCS

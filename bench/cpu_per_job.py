@@ -23,7 +23,9 @@ and after. It prints CPU ms per job:
 On PostgreSQL it also reads the server's CPU per job: that of the backends serving the
 scratch database but the one of this script's own connection, which enqueues and polls.
 With ``--floor`` it then measures ``bench.floor``'s raw loop the same way (its process, the
-server, wall time), on its own table in the same scratch database.
+server, wall time), on its own table in the same scratch database, then on watchdog's job
+table there (``bench.floor --job-table``): the floor's statements paying what the schema
+costs (its indexes and constraints), without what the worker adds.
 
 Run it against a scratch database (dropped and re-created): ``python -m bench.cpu_per_job
 postgres|sqlite [--jobs N] [--repeat N] [--py-spy PATH] [--floor] [--every-lane]``. py-spy is not a
@@ -172,20 +174,24 @@ class Worker:
 
 
 class FloorLoop:
-    """``python -m bench.floor postgres DSN`` on its own table in the scratch database: the
-    same measure for the raw claim-and-settle loop, to compare with."""
+    """``python -m bench.floor postgres DSN`` on its own table in the scratch database, or
+    (``job_table``) on watchdog's job table there, once the worker stopped: the same
+    measure for the raw claim-and-settle loop, to compare with."""
 
-    def __init__(self, db_name: str) -> None:
+    def __init__(self, db_name: str, *, job_table: bool = False) -> None:
         import psycopg
 
         from bench import floor
 
+        self.job_table = job_table
         self.dsn = f"host=127.0.0.1 user=postgres dbname={db_name}"
         self.admin = psycopg.connect(self.dsn, autocommit=True)
-        self.admin.execute(floor.CREATE_POSTGRES)
+        if not job_table:
+            self.admin.execute(floor.CREATE_POSTGRES)
         env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_STAMP_FILE=os.devnull)
+        flags = ["--job-table"] if job_table else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.floor", "postgres", self.dsn], cwd=ROOT, env=env
+            [sys.executable, "-m", "bench.floor", "postgres", self.dsn, *flags], cwd=ROOT, env=env
         )
         self.pid = self.process.pid
 
@@ -199,14 +205,17 @@ class FloorLoop:
         from bench import floor
 
         started = time.perf_counter()
-        self.admin.execute(
-            f"INSERT INTO {floor.TABLE} (tag) SELECT %s || n FROM generate_series(1, %s) n",
-            (prefix, count),
-        )
+        if self.job_table:
+            self.admin.execute(floor.JOB_ROWS, {"prefix": f"floor-{prefix}", "count": count})
+            left = f"SELECT count(*) FROM {floor.JOB_TABLE} WHERE {floor.JOB_LEFT}"
+        else:
+            self.admin.execute(
+                f"INSERT INTO {floor.TABLE} (tag) SELECT %s || n FROM generate_series(1, %s) n",
+                (prefix, count),
+            )
+            left = f"SELECT count(*) FROM {floor.TABLE} WHERE state <> 'done'"
         deadline = time.monotonic() + timeout
-        while self.admin.execute(
-            f"SELECT count(*) FROM {floor.TABLE} WHERE state <> 'done'"
-        ).fetchone()[0]:
+        while self.admin.execute(left).fetchone()[0]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{count} floor jobs not done in {timeout} s")
             time.sleep(0.02)
@@ -218,11 +227,13 @@ class FloorLoop:
         self.admin.close()
 
 
-def measure_floor(db_name: str, jobs: int, repeat: int) -> list[str]:
-    """The floor's CPU per job, its process's and the server's, and its wall time."""
-    loop = FloorLoop(db_name)
+def measure_floor(db_name: str, jobs: int, repeat: int, *, job_table: bool = False) -> list[str]:
+    """The floor's CPU per job, its process's and the server's, and its wall time; on
+    watchdog's job table with ``job_table``."""
+    loop = FloorLoop(db_name, job_table=job_table)
+    on = "on watchdog's job table" if job_table else "on its own table"
     lines = [
-        f"## postgres: the floor's CPU per job ({jobs} rows)",
+        f"## postgres: the floor's CPU per job {on} ({jobs} rows)",
         "",
         f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         "",
@@ -432,7 +443,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=30, help="functions listed per profile")
     parser.add_argument("--py-spy", default=shutil.which("py-spy"), help="py-spy to profile with")
     parser.add_argument(
-        "--floor", action="store_true", help="also measure the floor (postgres): bench.floor's loop"
+        "--floor",
+        action="store_true",
+        help="also measure the floor (postgres): bench.floor's loop, on its own table, then on "
+        "watchdog's job table",
     )
     parser.add_argument(
         "--every-lane",
@@ -454,6 +468,7 @@ def main() -> None:
     )
     if options.floor and options.db == "postgres":
         found += ["", *measure_floor(name, options.jobs, options.repeat)]
+        found += ["", *measure_floor(name, options.jobs, options.repeat, job_table=True)]
     print("\n".join(found))
     sys.stdout.flush()
 

@@ -389,6 +389,33 @@ def floor_system() -> dict[str, Any]:
     raise SystemExit(f"unknown op {OP}")
 
 
+def floor_jobs_system() -> dict[str, Any]:
+    """The floor on watchdog's job table (PostgreSQL): its database migrated as watchdog's
+    (the orchestrator's environment names it), its rows ``bench.floor.JOB_ROWS``."""
+    from bench import floor
+
+    if OP == "setup":
+        os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        return {}
+    import psycopg
+
+    with psycopg.connect(ARGS["target"], autocommit=True) as connection:
+        if OP == "reset":
+            connection.execute(f"TRUNCATE {floor.JOB_TABLE}")
+            return {}
+        if OP == "prefill":
+            started = time.perf_counter()
+            connection.execute(floor.JOB_ROWS, {"prefix": f"{ARGS['tag']}:", "count": ARGS["n"]})
+            return {"seconds": time.perf_counter() - started, "commit": time.time()}
+    raise SystemExit(f"unknown op {OP}")
+
+
 def floor_mariadb(connection: Any) -> dict[str, Any]:
     """The floor's ops on MariaDB (a MySQLdb connection, one transaction per op)."""
     from bench import floor
@@ -418,6 +445,7 @@ def main() -> None:
         "procrastinate": procrastinate_system,
         "celery": celery_system,
         "floor": floor_system,
+        "floor_jobs": floor_jobs_system,
     }
     result = systems[SYSTEM]()
     sys.stdout.write(json.dumps(result) + "\n")

@@ -10,7 +10,17 @@ Its own table (``bench_floor``), no framework. Per job:
 On SQLite the claim is ``BEGIN IMMEDIATE`` (the write lock) instead of ``SKIP LOCKED``.
 On MariaDB the statements are PostgreSQL's, at READ COMMITTED (as watchdog's connections),
 with an index on (state, id) for the partial index MariaDB does not have.
-Run as ``python -m bench.floor postgres|mariadb|sqlite TARGET``; stops on SIGTERM.
+
+``--job-table`` (PostgreSQL): the same loop on watchdog's own job table (``watchdog_job``,
+in a database migrated for watchdog that no worker serves), with every index and
+constraint it has: the claim reads the claim index (the ready jobs, best first), the take
+and the settle write what the table's constraints ask of a running and of a settled job.
+What it costs beside the floor on its own table is what the schema costs; what the default
+worker costs beside it is what the worker does besides (the queue's lock, the next head
+readied, the fencing check, the settled feed). Its rows: ``JOB_ROWS``.
+
+Run as ``python -m bench.floor postgres|mariadb|sqlite TARGET [--job-table]``; stops on
+SIGTERM.
 """
 
 from __future__ import annotations
@@ -49,6 +59,27 @@ CLAIM = f"SELECT id, tag FROM {TABLE} WHERE state = 'queued' ORDER BY id LIMIT 1
 SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
 TAKE = f"UPDATE {TABLE} SET state = 'running', token = %s WHERE id = %s"
 SETTLE = f"UPDATE {TABLE} SET state = 'done' WHERE id = %s AND token = %s"
+#: The floor's statements on watchdog's job table (``--job-table``): ``%(count)s`` rows, each
+#: its own queue (the floor has no serial queues), ready, in the ``floor`` lane; each its tag
+#: (``%(prefix)s<n>``, n from 0) as job id, queue and payload.
+JOB_TABLE = "watchdog_job"
+JOB_ROWS = f"""
+INSERT INTO {JOB_TABLE} (id, job_id, queue, lane, priority, payload, state, recovery_count,
+                         ready, enqueued_at, position, delayed, attempts)
+SELECT id, %(prefix)s::text || n, %(prefix)s::text || n, 'floor', 0,
+       to_jsonb(%(prefix)s::text || n), 'queued', 0, TRUE, now(), id, FALSE, 0
+  FROM (SELECT n, nextval(pg_get_serial_sequence('{JOB_TABLE}', 'id')) AS id
+          FROM generate_series(0, %(count)s - 1) AS n) AS numbered
+"""
+#: The floor's rows not yet settled.
+JOB_LEFT = "lane = 'floor' AND state <> 'settled'"
+CLAIM_JOB = (
+    f"SELECT id, payload FROM {JOB_TABLE} WHERE ready ORDER BY priority DESC, position LIMIT 1"
+)
+TAKE_JOB = f"""UPDATE {JOB_TABLE} SET state = 'running', ready = FALSE, claim_token = %s,
+       claimed_by = 'floor', started_at = now(), attempts = attempts + 1 WHERE id = %s"""
+SETTLE_JOB = f"""UPDATE {JOB_TABLE} SET state = 'settled', outcome = 'completed',
+       claim_token = NULL, settled_at = now() WHERE id = %s AND claim_token = %s"""
 IDLE_POLL = 0.005
 _stop = False
 
@@ -82,37 +113,44 @@ def connect_mariadb(url: str) -> Any:
     return connection
 
 
-def run_locking(connection: Any) -> None:
+def run_locking(
+    connection: Any, claim: str = CLAIM, take: str = TAKE, settle: str = SETTLE
+) -> None:
     """The claim-run-settle loop on a DB-API connection whose server has SKIP LOCKED."""
     while not _stop:
         token = secrets.token_hex(16)
         with connection.cursor() as cursor:
-            cursor.execute(CLAIM + SKIP_LOCKED)
+            cursor.execute(claim + SKIP_LOCKED)
             row = cursor.fetchone()
             if row is not None:
-                cursor.execute(TAKE, (token, row[0]))
+                cursor.execute(take, (token, row[0]))
         connection.commit()
         if row is None:
             time.sleep(IDLE_POLL)
             continue
         stamp(row[1])
         with connection.cursor() as cursor:
-            cursor.execute(SETTLE, (row[0], token))
+            cursor.execute(settle, (row[0], token))
         connection.commit()
 
 
-def run_postgres(dsn: str) -> None:
+def run_postgres(dsn: str, job_table: bool = False) -> None:
     import psycopg
 
+    statements = (CLAIM_JOB, TAKE_JOB, SETTLE_JOB) if job_table else (CLAIM, TAKE, SETTLE)
     with psycopg.connect(dsn) as connection:
-        run_locking(connection)
+        run_locking(connection, *statements)
 
 
-def run_mariadb(url: str) -> None:
+def run_mariadb(url: str, job_table: bool = False) -> None:
+    if job_table:
+        raise SystemExit("--job-table runs on postgres only")
     run_locking(connect_mariadb(url))
 
 
-def run_sqlite(path: str) -> None:
+def run_sqlite(path: str, job_table: bool = False) -> None:
+    if job_table:
+        raise SystemExit("--job-table runs on postgres only")
     connection = connect_sqlite(path)
     while not _stop:
         token = secrets.token_hex(16)
@@ -131,9 +169,12 @@ def run_sqlite(path: str) -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
-    db, target = sys.argv[1], sys.argv[2]
+    db, target, *flags = sys.argv[1:]
+    if flags not in ([], ["--job-table"]):
+        raise SystemExit(f"usage: python -m bench.floor DB TARGET [--job-table], not {flags}")
     os.environ.setdefault("BENCH_STAMP_FILE", "/dev/null")
-    {"postgres": run_postgres, "mariadb": run_mariadb, "sqlite": run_sqlite}[db](target)
+    run = {"postgres": run_postgres, "mariadb": run_mariadb, "sqlite": run_sqlite}[db]
+    run(target, job_table=bool(flags))
 
 
 if __name__ == "__main__":
