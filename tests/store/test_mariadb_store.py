@@ -10,10 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 import django_watchdog as wd
 from django_watchdog.domain.errors import JobConflict
 from django_watchdog.models import Job, Queue
+from django_watchdog.store.dialects import dialect
 from django_watchdog.store.store import Store
 
 from .helpers import DONE, in_background
@@ -285,3 +287,38 @@ def test_a_batch_is_inserted_a_bounded_number_of_rows_at_a_time_in_batch_order()
         f"j{n}" for n in range(count)
     ]
     assert all(pk == position for _, pk, position in rows)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_holding_queues_locks_exactly_the_named_ones_that_exist_in_one_statement() -> None:
+    """``hold_queues`` sends the names as one JSON document, not a parameter each: they
+    still compare byte for byte, every existing one named is locked, and no other."""
+    existing = ["A", "a ", "q'\\\"", "q-\U0001f600", "not-named"]
+    for name in existing:
+        wd.enqueue(f"job-{name}", queue=name)
+    asked = ["a", "A", "a ", "\u00e1", "q'\\\"", "q-\U0001f600", "missing"]
+    other = connection.get_new_connection(connection.get_connection_params())
+    try:
+        with transaction.atomic(), CaptureQueriesContext(connection) as sent:
+            held = dialect("default").hold_queues(asked)
+            locked = [name for name in existing if _locked_elsewhere(other, name)]
+        assert held == {"A", "a ", "q'\\\"", "q-\U0001f600"}
+        assert locked == ["A", "a ", "q'\\\"", "q-\U0001f600"]
+        assert len(sent.captured_queries) == 1
+    finally:
+        other.close()
+
+
+def _locked_elsewhere(other: object, queue: str) -> bool:
+    """Whether another connection finds the queue's row locked (``NOWAIT``: error 1205)."""
+    cursor = other.cursor()  # type: ignore[attr-defined]
+    try:
+        cursor.execute("SELECT name FROM watchdog_queue WHERE name = %s FOR UPDATE NOWAIT", [queue])
+    except Exception as error:  # the driver's own error class
+        if error.args[0] != 1205:
+            raise
+        return True
+    finally:
+        cursor.close()
+        other.rollback()  # type: ignore[attr-defined]
+    return False

@@ -37,12 +37,15 @@ from .mariadb_terms import (
     DEADLOCK,
     NEXT_ID,
     NOW,
+    QUEUE_NAME,
     bounded,
     error_code,
+    from_json,
     in_id_order,
     is_set,
     is_unset,
     job_columns,
+    one_name_rows,
     without_returning,
 )
 
@@ -60,10 +63,16 @@ SELECT q.name FROM watchdog_queue q
 """
 
 
-@lru_cache(maxsize=128)
-def lock_queues(names: str) -> str:
-    """Lock the queues ``names`` (an ``IN`` clause) in name order."""
-    return f"SELECT name FROM watchdog_queue WHERE {names} ORDER BY name FOR UPDATE"
+#: Lock the queues named in ``%(names)s`` (``one_name_rows``, in name order) that exist:
+#: read, and so locked, in the document's order (``STRAIGHT_JOIN``: a probe of the queue
+#: table's key per name), the name order every change of several queues locks them in.
+#: One parameter whatever their number: an ``IN`` list of 2,000 names cost the client
+#: more to quote than the server's lock.
+HOLD_QUEUES = f"""
+SELECT q.name FROM {from_json("%(names)s", [("name", QUEUE_NAME)])}
+  STRAIGHT_JOIN watchdog_queue q ON q.name = j.name
+   FOR UPDATE
+"""
 
 
 @lru_cache(maxsize=128)
@@ -280,8 +289,8 @@ class MariadbDialect(Dialect):
 
     def hold_queues(self, queues: Sequence[str]) -> set[str]:
         """``lock_queues``: the names of those that exist (now locked)."""
-        clause, params = in_clause("name", "queue", sorted(set(queues)))
-        return {name for (name,) in self.locking(lock_queues(clause), params)}
+        names = one_name_rows(sorted(set(queues)))
+        return {name for (name,) in self.locking(HOLD_QUEUES, {"names": names})}
 
     def lock_queues_of_jobs(self, job_ids: Sequence[str]) -> None:
         if job_ids:

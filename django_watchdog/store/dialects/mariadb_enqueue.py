@@ -45,6 +45,8 @@ from .mariadb_terms import (
     NEXT_ID,
     NOW,
     error_code,
+    from_json,
+    one_name_rows,
     quoted,
 )
 from .new_heads import best_new_jobs
@@ -69,18 +71,6 @@ HIGHEST_ID = "SELECT COALESCE(MAX(id), 0) FROM watchdog_job"
 def pass_id(highest: int) -> str:
     """Set the id sequence to give ids above ``highest`` next (``SETVAL`` takes a literal)."""
     return f"SELECT SETVAL(watchdog_job_id_seq, {int(highest)})"
-
-
-def from_json(document: str, columns: Sequence[tuple[str, str]]) -> str:
-    """The rows of the JSON array of arrays ``document`` (an expression), as a table of
-    ``columns`` ((name, SQL type) in array order) named ``j``. A JSON null reads as NULL,
-    ``true`` and ``false`` as 1 and 0; a parameter of a batch's values, whatever their
-    number, is one string for the driver to quote, where each value as a parameter of its
-    own cost the client more than the server's whole insert."""
-    typed = ", ".join(
-        f"{quoted(name)} {kind} PATH '$[{n}]'" for n, (name, kind) in enumerate(columns)
-    )
-    return f"JSON_TABLE({document}, '$[*]' COLUMNS ({typed})) AS j"
 
 
 #: Insert the queues named in ``%(names)s`` (a JSON array of arrays of one name); a
@@ -373,9 +363,8 @@ def _hold_queues(dialect: MariadbDialect, queues: Sequence[str], now: datetime) 
         missing = [queue for queue in queues if queue not in held]
         if not missing:
             return set()
-        names = json.dumps([[queue] for queue in missing], ensure_ascii=False)
         try:
-            dialect.execute(CREATE_QUEUES, {"names": names, "created_at": stamp})
+            dialect.execute(CREATE_QUEUES, {"names": one_name_rows(missing), "created_at": stamp})
         except IntegrityError as error:  # created meanwhile: lock it now
             if error_code(error) != DUPLICATE_KEY:
                 raise

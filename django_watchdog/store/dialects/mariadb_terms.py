@@ -4,6 +4,10 @@ waits, and the server's error numbers."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
+from ...domain.validation import IDENTIFIER_MAX
 from .. import waits
 from . import common
 
@@ -17,6 +21,11 @@ DUPLICATE_KEY = 1062
 LOCK_WAIT_TIMEOUT = 1205
 #: InnoDB rolled the whole transaction back to end a deadlock (``store.deadlocks``).
 DEADLOCK = 1213
+
+
+#: A queue's name as the queue table holds it (``utf8mb4_nopad_bin``, migration 0009), for
+#: a name read from JSON: a join on it probes the table's key with nothing to check after.
+QUEUE_NAME = f"VARCHAR({IDENTIFIER_MAX}) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
 
 
 def quoted(column: str) -> str:
@@ -53,6 +62,23 @@ def bounded(sql: str) -> tuple[str, dict[str, float]]:
     return f"SET STATEMENT max_statement_time = %(max_statement_time)s FOR {sql}", {
         "max_statement_time": limit
     }
+
+
+def from_json(document: str, columns: Sequence[tuple[str, str]]) -> str:
+    """The rows of the JSON array of arrays ``document`` (an expression), in array order, as
+    a table of ``columns`` ((name, SQL type) in array order) named ``j``. A JSON null reads
+    as NULL, ``true`` and ``false`` as 1 and 0; a parameter of a batch's values, whatever
+    their number, is one string for the driver to quote, where each value as a parameter of
+    its own cost the client more than the server's whole insert."""
+    typed = ", ".join(
+        f"{quoted(name)} {kind} PATH '$[{n}]'" for n, (name, kind) in enumerate(columns)
+    )
+    return f"JSON_TABLE({document}, '$[*]' COLUMNS ({typed})) AS j"
+
+
+def one_name_rows(names: Sequence[str]) -> str:
+    """``names`` as ``from_json``'s document of one column."""
+    return json.dumps([[name] for name in names], ensure_ascii=False)
 
 
 def error_code(error: BaseException) -> int | None:
