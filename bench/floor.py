@@ -16,8 +16,8 @@ in a database migrated for watchdog that no worker serves), with every index and
 constraint it has: the claim reads the claim index (the ready jobs, best first), the take
 and the settle write what the table's constraints ask of a running and of a settled job.
 What it costs beside the floor on its own table is what the schema costs; what the default
-worker costs beside it is what the worker does besides (the queue's lock, the next head
-readied, the fencing check, the settled feed). Its rows: ``JOB_ROWS``.
+worker costs beside it is what the worker does besides (the queue's lock, the claim's lane,
+due and serial checks, the next head readied, the settled feed). Its rows: ``JOB_ROWS``.
 
 Run as ``python -m bench.floor postgres|mariadb|sqlite TARGET [--job-table]``; stops on
 SIGTERM.
