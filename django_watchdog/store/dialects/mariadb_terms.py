@@ -1,6 +1,6 @@
 """MariaDB's spellings, shared by its dialect modules: the clock, the id counter, booleans,
 the reserved ``delayed``, the job columns, statements without ``RETURNING``, bounded lock
-waits, and the server's error numbers."""
+waits, many values sent as one JSON document, and the server's error numbers."""
 
 from __future__ import annotations
 
