@@ -7,10 +7,11 @@ Read in a driver process (bench.driver), around a block of calls on Django's con
 - the server's CPU spent serving it: the on-CPU time of the server thread behind the
   connection, from ``/proc/<pid>/schedstat`` (nanoseconds). PostgreSQL: the connection's
   backend process (``pg_backend_pid()``). MariaDB runs one process with a thread per
-  connection, named alike, and this server keeps ``performance_schema`` off (it maps a
-  connection to its thread, but turning it on takes a restart): the thread is the one whose
-  CPU time grows by a ``BENCHMARK()`` the connection runs, found again until one thread
-  grew four times more than any other. SQLite has no server: its work is the client's;
+  connection: the thread whose operating-system id ``information_schema.PROCESSLIST``'s
+  ``TID`` gives for the connection (without ``performance_schema``, off by default). It was
+  found by the CPU a ``BENCHMARK()`` of the connection made one thread spend, which other
+  threads' work (InnoDB's purge after a big test) could drown. SQLite has no server: its
+  work is the client's;
 - on PostgreSQL, the WAL of this database's records: ``pg_waldump`` over the LSNs the block
   spanned, keeping the records that change a block of this database and the commits of
   their transactions (other databases' tenants write WAL at the same time, which the LSN
@@ -33,10 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: A statement that keeps the MariaDB thread serving it on the CPU for tens of milliseconds.
-MARIADB_PROBE = "SELECT BENCHMARK(200000, SHA2('which thread serves me', 256))"
-#: The probe's thread must grow this many times more than any other thread of the server.
-PROBE_MARGIN = 4
+#: The operating system's id of the MariaDB thread serving this connection (one thread per
+#: connection, MariaDB's default ``thread_handling``).
+MARIADB_THREAD = "SELECT TID FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()"
 
 FLUSH_STATS = "SELECT pg_stat_force_next_flush()"
 POSITION = (
@@ -70,18 +70,6 @@ def on_cpu(schedstat: Path) -> float:
     return int(schedstat.read_text().split()[0]) / 1e9
 
 
-def threads_on_cpu(tasks: Path) -> dict[Path, float]:
-    """Seconds each thread in ``/proc/<pid>/task`` has run (those that ended meanwhile
-    left out)."""
-    spent = {}
-    for task in tasks.iterdir():
-        try:
-            spent[task] = on_cpu(task / "schedstat")
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return spent
-
-
 def serving_schedstat(cursor: Any, vendor: str) -> Path:
     """The ``schedstat`` file of the server process or thread serving ``cursor``'s
     connection (PostgreSQL or MariaDB on this machine)."""
@@ -90,16 +78,11 @@ def serving_schedstat(cursor: Any, vendor: str) -> Path:
         return Path(f"/proc/{cursor.fetchone()[0]}/schedstat")
     cursor.execute("SELECT @@pid_file")
     server = Path(f"/proc/{int(Path(cursor.fetchone()[0]).read_text())}/task")
-    for _ in range(10):
-        before = threads_on_cpu(server)
-        cursor.execute(MARIADB_PROBE)
-        cursor.fetchall()
-        after = threads_on_cpu(server)
-        grown = sorted((after[task] - before[task], task) for task in after.keys() & before)
-        (second, _), (most, task) = grown[-2:]
-        if most > PROBE_MARGIN * max(second, 0.001):
-            return task / "schedstat"
-    raise RuntimeError(f"no thread of {server.parent} stood out serving {MARIADB_PROBE}")
+    cursor.execute(MARIADB_THREAD)
+    serving = server / str(cursor.fetchone()[0]) / "schedstat"
+    if not serving.exists():
+        raise RuntimeError(f"no thread {serving.parent.name} in {server}: is the server local?")
+    return serving
 
 
 def connection_id(cursor: Any, vendor: str) -> int:
