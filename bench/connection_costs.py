@@ -8,10 +8,8 @@ Read in a driver process (bench.driver), around a block of calls on Django's con
   connection, from ``/proc/<pid>/schedstat`` (nanoseconds). PostgreSQL: the connection's
   backend process (``pg_backend_pid()``). MariaDB runs one process with a thread per
   connection: the thread whose operating-system id ``information_schema.PROCESSLIST``'s
-  ``TID`` gives for the connection (without ``performance_schema``, off by default). It was
-  found by the CPU a ``BENCHMARK()`` of the connection made one thread spend, which other
-  threads' work (InnoDB's purge after a big test) could drown. SQLite has no server: its
-  work is the client's;
+  ``TID`` gives for the connection (without ``performance_schema``, off by default), so no
+  other thread's work can be taken for it. SQLite has no server: its work is the client's;
 - on PostgreSQL, the WAL of this database's records: ``pg_waldump`` over the LSNs the block
   spanned, keeping the records that change a block of this database and the commits of
   their transactions (other databases' tenants write WAL at the same time, which the LSN
