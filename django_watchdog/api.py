@@ -44,11 +44,15 @@ def _store(using: object) -> Store:
     return Store(_alias(using))
 
 
+#: ``enqueue()``'s lane, and an ``enqueue_many`` item's when it names none.
+DEFAULT_LANE = "default"
+
+
 def enqueue(
     job_id: str,
     *,
     queue: str,
-    lane: str = "default",
+    lane: str = DEFAULT_LANE,
     priority: int = 0,
     payload: Any = None,
     max_recoveries: int | None = None,
@@ -97,8 +101,6 @@ ENQUEUE_FIELDS = frozenset(
         "timeout",
     }
 )
-#: What ``enqueue()`` takes for the fields an ``enqueue_many`` item leaves out.
-ENQUEUE_DEFAULTS = {"lane": "default", "priority": 0, "payload": None, "max_recoveries": None}
 MAX_BULK = 10_000
 
 
@@ -138,10 +140,21 @@ def _parse_many(jobs: Iterable[Mapping[str, Any]], context: dict[str, str] | Non
             unknown = set(item) - ENQUEUE_FIELDS
             problem = f"unknown keys {sorted(unknown)}" if unknown else "needs job_id and queue"
             raise InvalidInput(f"jobs[{index}]", problem)
+        get = item.get
         try:
             batch.append(
                 NewJob.parse(
-                    **{**ENQUEUE_DEFAULTS, **item}, trace_context=context, max_payload_bytes=cap
+                    item["job_id"],
+                    queue=item["queue"],
+                    lane=get("lane", DEFAULT_LANE),
+                    priority=get("priority", 0),
+                    payload=get("payload"),
+                    max_recoveries=get("max_recoveries"),
+                    run_after=get("run_after"),
+                    retry=get("retry"),
+                    timeout=get("timeout"),
+                    trace_context=context,
+                    max_payload_bytes=cap,
                 )
             )
         except InvalidInput as error:

@@ -75,25 +75,26 @@ def decode(using: str, attname: str, value: Any) -> Any:
     return value
 
 
-def written_jobs(using: str, written: Sequence[Mapping[str, Any]]) -> list[Job]:
-    """A ``Job`` for each new job just written, from the validated values it was written
-    with: per job, the fields it sets (by attribute name), every other field as a new
+def new_job_builder(using: str) -> Callable[[Mapping[str, Any]], Job]:
+    """What makes the ``Job`` of a new job just written, from the validated values it was
+    written with: the fields it sets (by attribute name), every other field as a new
     queued job has it (NULL, zero counts, state ``queued``). Nothing to decode or check.
 
-    Built as ``_instance`` builds a job, each job's ``__dict__`` made in one step; the
-    signals' receivers are looked up once for all of them.
+    Built as ``_instance`` builds a job, its ``__dict__`` made in one step; the signals'
+    receivers are looked up once, here, for every job it makes.
     """
     defaults = _new_fields()
     if _signalled():
-        return [_instance(using, list({**defaults, **fields}.values()), True) for fields in written]
-    jobs = []
-    for fields in written:
+        return lambda fields: _instance(using, list({**defaults, **fields}.values()), True)
+
+    def build(fields: Mapping[str, Any]) -> Job:
         state = ModelState()
         state.adding, state.db = False, using
         job = Job.__new__(Job)
         job.__dict__ = {**defaults, **fields, "_state": state}
-        jobs.append(job)
-    return jobs
+        return job
+
+    return build
 
 
 def _signalled() -> bool:

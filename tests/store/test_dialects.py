@@ -107,4 +107,4 @@ def test_a_sqlite_statement_of_many_rows_is_bound_by_position(
         {"tag": "t"},
     )
     assert rows == [(str(k), f"{k}%", "t") for k in range(300)]
-    assert seen and all(isinstance(params, list) and ":" not in sql for sql, params in seen)
+    assert seen and all(isinstance(params, list | tuple) and ":" not in sql for sql, params in seen)

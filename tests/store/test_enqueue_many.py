@@ -201,3 +201,25 @@ def test_every_value_of_a_batch_is_stored_as_given_whatever_its_neighbours_hold(
     assert [stored[i["job_id"]].lane for i in items] == ["l-2.x", "default", "default"]
     assert stored["t-2"].retry_policy == wd.RetryPolicy(max_attempts=3).to_json()
     assert [stored[i["job_id"]].delayed for i in items] == [False, True, False]
+
+
+#: A value of each optional field that its check refuses.
+REFUSED = {
+    "lane": "",
+    "priority": "1",
+    "payload": {1, 2},
+    "max_recoveries": -1,
+    "run_after": "tomorrow",
+    "retry": 3,
+    "timeout": -1,
+}
+
+
+@pytest.mark.parametrize("field", sorted(REFUSED))
+def test_every_field_an_item_may_hold_reaches_its_check(field):
+    assert set(REFUSED) == wd.api.ENQUEUE_FIELDS - {"job_id", "queue"}
+    item = {"job_id": "x", "queue": "q", field: REFUSED[field]}
+    with pytest.raises(wd.InvalidInput) as refused:
+        wd.enqueue_many([{"job_id": "ok", "queue": "q"}, item])
+    assert refused.value.field == f"jobs[1].{field}"
+    assert not Job.objects.exists()

@@ -384,7 +384,7 @@ def _insert(
         return []
     ids = sorted(pk for (pk,) in dialect.fetch(NEW_IDS, {"count": len(indexes)}))
     rows = [
-        [pk, *dialect.job_values(batch[index], delays[index]).values(), index in heads]
+        [pk, *dialect.job_row(batch[index], delays[index]), index in heads]
         for pk, index in zip(ids, indexes, strict=True)
     ]
     inserted = []

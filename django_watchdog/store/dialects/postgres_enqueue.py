@@ -5,11 +5,11 @@ Part of ``PostgresDialect`` (``dialects.postgres``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...conf import setting
-from .base import Dialect, Row
+from .base import JOB_VALUE_COLUMNS, Dialect, Row, named_job_values
 from .postgres_claims import NEXT_JOB_ID, NOW, displaced
 
 if TYPE_CHECKING:
@@ -215,21 +215,19 @@ class PostgresEnqueue(Dialect):
         ``BEGIN`` if it is yet to be sent).
         """
         channel = setting("NOTIFY_CHANNEL")
-        per_job = [
-            self.job_values(new, delayed) for new, delayed in zip(batch, delays, strict=True)
-        ]
+        per_job = [self.job_row(new, delayed) for new, delayed in zip(batch, delays, strict=True)]
         stamp = self.param_datetime(now)
         inserted: list[Row] = []
         created: set[str] = set()
         known = known_queues(self.connection)
         if len(batch) == 1 and batch[0].queue in known:
-            params = {**per_job[0], "created_at": stamp, "channel": channel}
+            params = {**named_job_values(per_job[0]), "created_at": stamp, "channel": channel}
             held, inserted = self.fetch_in_turn([(HOLD_QUEUE, params), (INSERT_WITH_HEAD, params)])
             if held:
                 created.add(batch[0].queue)
             return [tuple(row[:4]) for row in inserted], created, {}
         if len(batch) == 1:
-            params = {**per_job[0], "created_at": stamp, "channel": channel}
+            params = {**named_job_values(per_job[0]), "created_at": stamp, "channel": channel}
             sql = ENTER_NEW_QUEUE
         else:
             params = {**_by_column(per_job), "queues": sorted({new.queue for new in batch})}
@@ -245,7 +243,7 @@ class PostgresEnqueue(Dialect):
             values for new, values in zip(batch, per_job, strict=True) if new.queue not in created
         ]
         if rest:
-            sql, params = INSERT_WITH_HEAD, rest[0]
+            sql, params = INSERT_WITH_HEAD, named_job_values(rest[0])
             if len(rest) > 1:
                 sql, params = INSERT_WITH_HEADS, _by_column(rest)
             inserted.extend(self.fetch_in_turn([(sql, {**params, "channel": channel})])[0])
@@ -286,6 +284,8 @@ def known_queues(connection: Any) -> set[str]:
     return known
 
 
-def _by_column(per_job: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """One array per column of ``Dialect.job_values`` (what ``JOBS_FROM_ARRAYS`` binds)."""
-    return {name: [values[name] for values in per_job] for name in per_job[0]}
+def _by_column(per_job: Sequence[Sequence[Any]]) -> dict[str, list[Any]]:
+    """One array per column of ``Dialect.job_row``'s rows (what ``JOBS_FROM_ARRAYS``
+    binds)."""
+    columns = zip(*per_job, strict=True)
+    return {name: list(column) for name, column in zip(JOB_VALUE_COLUMNS, columns, strict=True)}
