@@ -134,7 +134,8 @@ def _parse_many(jobs: Iterable[Mapping[str, Any]], context: dict[str, str] | Non
     for index, item in enumerate(jobs):
         if index >= MAX_BULK:
             raise InvalidInput("jobs", f"holds more than {MAX_BULK} jobs; split the batch")
-        if not isinstance(item, Mapping):
+        # A dict is a Mapping: the common case spares the ABC's check.
+        if type(item) is not dict and not isinstance(item, Mapping):
             raise InvalidInput(f"jobs[{index}]", f"must be a mapping, not {type(item).__name__}")
         if not ENQUEUE_FIELDS.issuperset(item) or "job_id" not in item or "queue" not in item:
             unknown = set(item) - ENQUEUE_FIELDS

@@ -35,6 +35,8 @@ def text_problem(value: str) -> str | None:
     """
     if "\x00" in value:
         return "contains a NUL character"
+    if value.isascii():  # a flag the str carries: no surrogate, nothing to encode
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
