@@ -12,10 +12,10 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from itertools import chain
+from itertools import batched, chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -385,7 +385,7 @@ class SqliteDialect(Dialect):
         self,
         statement: Callable[[int], str],
         names: Sequence[str],
-        rows: Sequence[Sequence[Any]],
+        rows: Iterable[Sequence[Any]],
         extra: Mapping[str, Any] | None = None,
     ) -> list[Row]:
         """Run ``statement(count)`` for ``rows`` (values of ``names``), ``count`` rows at a
@@ -393,21 +393,23 @@ class SqliteDialect(Dialect):
         the statement's first row. The rows every statement returned.
 
         As many rows per statement as the library binds (a SQLite build option: 32,766 by
-        default, 999 before 3.32), at most ``ROWS_PER_STATEMENT``.
+        default, 999 before 3.32), at most ``ROWS_PER_STATEMENT``. ``rows`` is read one
+        statement's worth at a time: rows made as it goes live for one statement.
         """
         extra = dict(extra or {})
         self.connection.ensure_connection()
         limit = int(self.connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
         step = max(1, min(ROWS_PER_STATEMENT, (limit - len(extra) - 1) // len(names)))
         found: list[Row] = []
-        for start in range(0, len(rows), step):
-            chunk = rows[start : start + step]
+        start = 0
+        for chunk in batched(rows, step):
             if any(len(row) != len(names) for row in chunk):
                 raise ValueError(f"each row holds a value of each of {names}")
             params = {**extra, "first_row": start}
             flat = chain.from_iterable(chunk)
             params.update(zip(row_names(tuple(names), len(chunk)), flat, strict=True))
             found.extend(self.fetch(statement(len(chunk)), params))
+            start += len(chunk)
         return found
 
     # the steps verbs take
@@ -428,15 +430,15 @@ class SqliteDialect(Dialect):
         queues created, and the ready flags the queues' heads then took."""
         queues = sorted({new.queue for new in batch})
         stamp = self.param_datetime(now)
-        found = self.fetch_rows(create_queues, CREATE_QUEUES_ROW, [(q, stamp) for q in queues])
+        found = self.fetch_rows(create_queues, CREATE_QUEUES_ROW, ((q, stamp) for q in queues))
         created = {name for (name,) in found}
         if len(batch) == 1:
             return self._enter_job(batch[0], delays[0], created), created, {}
         heads_of_created = best_new_jobs(batch, delays, created)
-        values = [
+        values = (
             (index, *self.job_row(new, delays[index]), index in heads_of_created)
             for index, new in enumerate(batch)
-        ]
+        )
         inserted = self.fetch_rows(insert_jobs, INSERT_JOBS_ROW, values)
         first: dict[str, int] = {}
         for index, new in enumerate(batch):
