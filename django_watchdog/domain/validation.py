@@ -54,6 +54,9 @@ def _storable(value: str, field: str) -> str:
 def identifier(value: object, field: str) -> str:
     """A job id, queue name or cancellation id: a str of 1–256 characters, storable as
     UTF-8 text (no NUL, no lone surrogate)."""
+    if type(value) is str and 0 < len(value) <= IDENTIFIER_MAX and value.isascii():
+        if "\x00" not in value:  # ASCII: no surrogate; the common case, in no more calls
+            return value
     if not isinstance(value, str):
         raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
     if not 1 <= len(value) <= IDENTIFIER_MAX:
@@ -92,6 +95,8 @@ def integer(value: object, field: str, *, minimum: int, maximum: int = MAX_SAFE_
 
 
 def priority(value: object) -> int:
+    if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return value  # the common case, without ``integer``'s call
     return integer(value, "priority", minimum=-MAX_SAFE_INTEGER)
 
 

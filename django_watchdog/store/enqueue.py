@@ -81,10 +81,15 @@ class NewJob:
             payload_json=validation.compact_json(
                 payload, "payload", max_bytes=max_payload_bytes, cap_name=cap_name
             ),
-            max_recoveries=validation.max_recoveries(max_recoveries),
-            run_after=validation.aware_datetime(run_after, "run_after"),
+            # Each is most often None, which its check passes as it is: no call for it.
+            max_recoveries=(
+                None if max_recoveries is None else validation.max_recoveries(max_recoveries)
+            ),
+            run_after=None
+            if run_after is None
+            else validation.aware_datetime(run_after, "run_after"),
             retry=retry,
-            timeout=validation.seconds(timeout, "timeout"),
+            timeout=None if timeout is None else validation.seconds(timeout, "timeout"),
             trace_context=trace_context,
         )
 
