@@ -177,6 +177,8 @@ def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
 _CANONICAL = _one_shot(json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False))
 #: The same, keys in their order: as long as the canonical text, made without a sort.
 _COMPACT = _one_shot(json.JSONEncoder(separators=(",", ":"), allow_nan=False))
+#: A ``str``'s JSON text, as ``_one_shot``'s encoders write one (ASCII only, quoted).
+_STR_TEXT: Callable[[str], str] = json.encoder.encode_basestring_ascii
 #: Where the encoder's text (ASCII only) may hold a NUL or a surrogate: ``\u0000`` or
 #: ``\ud800``…``\udfff``. A pair of surrogates (a character outside the BMP) and a
 #: backslash before a ``u`` match too; only the full check decides those.
@@ -212,14 +214,20 @@ def _checked_text(
     """``encode``'s text of ``value`` once ``_check_json`` would pass it, walked in full
     only where a cheaper look cannot tell: a value of other types than plain ``dict``,
     ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``, one the encoder refuses
-    (NaN), or text that may hold a NUL or a surrogate. Every error names the path."""
-    if not _plain(value, 0):
-        _check_json(value, field, "$", 0)
-    try:
-        text = encode(value)
-    except (TypeError, ValueError) as error:
-        _check_json(value, field, "$", 0)  # names the path, where a check rejects it
-        raise InvalidInput(field, f"is not JSON: {error}") from error  # an int of 5,000 digits
+    (NaN), or text that may hold a NUL or a surrogate. Every error names the path.
+
+    A ``str`` (the commonest payload) is encoded by the function both encoders call for
+    one, without the rest of the encoder: the same text, in one call."""
+    if type(value) is str:
+        text = _STR_TEXT(value)
+    else:
+        if not _plain(value, 0):
+            _check_json(value, field, "$", 0)
+        try:
+            text = encode(value)
+        except (TypeError, ValueError) as error:
+            _check_json(value, field, "$", 0)  # names the path, where a check rejects it
+            raise InvalidInput(field, f"is not JSON: {error}") from error  # 5,000 digits
     if "\\u" in text and _MAYBE_UNSTORABLE.search(text):
         _check_json(value, field, "$", 0)
     if max_bytes is not None and len(text) > max_bytes:

@@ -101,6 +101,13 @@ class TestCompactJson:
     """The payload's text: the encoder's, with the checks a full walk makes, taken only
     where a cheaper look cannot decide."""
 
+    @pytest.mark.parametrize("value", ["", "a", "\u00e9", "\U0001f600", 'a"b\\c\n', "\x01\u2028"])
+    def test_a_str_has_the_text_the_encoder_gives_it_inside_a_list(self, value: str) -> None:
+        # A str takes a shorter way to its text than a str inside a list: the same text.
+        text = validation.compact_json(value, "payload")
+        assert f"[{text}]" == validation.compact_json([value], "payload")
+        assert text == validation.canonical_json(value, "payload")
+
     def test_keeps_the_keys_in_their_order_at_the_canonical_length(self) -> None:
         value = {"b": [1, 2.5], "a": {"d": None, "c": True}}
         text = validation.compact_json(value, "payload")
