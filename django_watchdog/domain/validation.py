@@ -54,8 +54,9 @@ def _storable(value: str, field: str) -> str:
 def identifier(value: object, field: str) -> str:
     """A job id, queue name or cancellation id: a str of 1–256 characters, storable as
     UTF-8 text (no NUL, no lone surrogate)."""
+    # The common case in no more calls: ASCII text holds no surrogate.
     if type(value) is str and 0 < len(value) <= IDENTIFIER_MAX and value.isascii():
-        if "\x00" not in value:  # ASCII: no surrogate; the common case, in no more calls
+        if "\x00" not in value:
             return value
     if not isinstance(value, str):
         raise InvalidInput(field, f"must be a str, not {type(value).__name__}")

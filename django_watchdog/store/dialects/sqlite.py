@@ -107,18 +107,19 @@ def create_queues(count: int) -> str:
     )
 
 
-#: Ids follow the last one AUTOINCREMENT gave (read in the statement), in the order of the
-#: rows' ``ordinal`` (their index in the batch, ``first_row`` the statement's first), so a
-#: position is its job's id as on PostgreSQL. (Numbered by ``row_number()`` instead, the
-#: window's sort cost SQLite an eighth of the statement.) ``ready`` comes
-#: decided for the jobs of queues created by this call; ``REFRESH_HEADS`` settles the
-#: others. (``WHERE TRUE`` parses the upsert clause as such after a ``SELECT``.)
 #: ``enqueued_at`` as text: an expression has no declared type, so sqlite3 hands it back
 #: as it is, where for the column it would call Django's ``datetime`` converter on each
 #: row. The rows of a statement share their stamp (``'now'`` holds through one
 #: ``sqlite3_step()``, and a statement with ``RETURNING`` makes all its changes in its
 #: first), and the caller decodes each distinct text once (``_Written``).
 STAMP_AS_TEXT = "CAST(enqueued_at AS TEXT)"
+
+#: Ids follow the last one AUTOINCREMENT gave (read in the statement), in the order of the
+#: rows' ``ordinal`` (their index in the batch, ``first_row`` the statement's first), so a
+#: position is its job's id as on PostgreSQL. (Numbered by ``row_number()`` instead, the
+#: window's sort cost SQLite an eighth of the statement.) ``ready`` comes
+#: decided for the jobs of queues created by this call; ``REFRESH_HEADS`` settles the
+#: others. (``WHERE TRUE`` parses the upsert clause as such after a ``SELECT``.)
 INSERT_JOBS_ROW = (
     "ordinal", "job_id", "queue", "lane", "priority", "payload", "max_recoveries", "delayed",
     "run_after", "retry_policy", "timeout", "trace_context", "ready",
