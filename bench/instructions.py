@@ -112,8 +112,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.instructions", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--system", choices=("watchdog", "tasks_db"), default="watchdog")
-    parser.add_argument("--op", choices=("bulk", "single"), default="bulk")
+    parser.add_argument(
+        "--system",
+        choices=("watchdog", "tasks_db"),
+        default="watchdog",
+        help="watchdog, or django-tasks-db's task.enqueue() (default watchdog)",
+    )
+    parser.add_argument(
+        "--op",
+        choices=("bulk", "single"),
+        default="bulk",
+        help="bulk: --jobs jobs per transaction, each into a new queue; single: one enqueue "
+        "per atomic() (default bulk)",
+    )
     parser.add_argument(
         "--rounds", type=int, default=None, help="bulk: transactions (4); single: enqueues (500)"
     )
