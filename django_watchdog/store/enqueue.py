@@ -85,9 +85,9 @@ class NewJob:
             max_recoveries=(
                 None if max_recoveries is None else validation.max_recoveries(max_recoveries)
             ),
-            run_after=None
-            if run_after is None
-            else validation.aware_datetime(run_after, "run_after"),
+            run_after=(
+                None if run_after is None else validation.aware_datetime(run_after, "run_after")
+            ),
             retry=retry,
             timeout=None if timeout is None else validation.seconds(timeout, "timeout"),
             trace_context=trace_context,
