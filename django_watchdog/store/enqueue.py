@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,8 +16,9 @@ from ..domain.errors import InvalidInput, JobConflict
 from ..domain.retries import RetryPolicy
 from ..domain.values import EnqueueResult
 from ..models import Job, Queue
-from . import deadlocks, heads, pruned_ids, rows
+from . import deadlocks, heads, pruned_ids
 from .dialects import dialect
+from .written import Written
 
 
 @dataclass(kw_only=True, slots=True)
@@ -129,7 +130,7 @@ def enqueue(using: str, new: NewJob) -> EnqueueResult:
     if _on_its_own(using):
         inserted = dialect(using).enter_job_alone(new, delayed, now)
         if inserted:
-            written = _Written(using, [new], [delayed])
+            written = Written(using, [new], [delayed])
             written.add(*inserted[0])
             return EnqueueResult(status="queued", job=written.only())
         if inserted is not None:
@@ -177,13 +178,14 @@ def enqueue_many(using: str, batch: Sequence[NewJob]) -> list[EnqueueResult]:
     now = timezone.now()
     delays = [new.run_after is not None and new.run_after > now for new in batch]
     with transaction.atomic(using=using, savepoint=heads.listening()):
-        jobs, created = _insert(using, batch, delays, now)
-        if any(job is None for job in jobs):
-            results = _resolve_repeats(using, batch, jobs, created)
+        written, created = _insert(using, batch, delays, now)
+        results: list[EnqueueResult] | JobConflict
+        if written.every_id_new():
+            results = written.results()
         else:
-            results = [EnqueueResult(status="queued", job=job) for job in jobs if job]
+            results = _resolve_repeats(using, batch, written.in_order(), created)
         if not isinstance(results, JobConflict):
-            _announce(using, (r.job for r in results if r.status == "queued"))
+            _announce(using, batch, results)
     if isinstance(results, JobConflict):
         raise results  # outside the block: the caller's transaction stays usable
     return results
@@ -199,76 +201,23 @@ def _beside_pruned(
     return [pruned[new.job_id] if new.job_id in pruned else next(written) for new in batch]
 
 
-def _announce(using: str, jobs: Iterable[Job]) -> None:
+def _announce(using: str, batch: Sequence[NewJob], results: Sequence[EnqueueResult]) -> None:
     """``queue_changed`` for each queue that gained a job, in name order."""
     if heads.listening():
-        for queue in sorted({job.queue for job in jobs}):
+        gained = {new.queue for new, r in zip(batch, results, strict=True) if r.status == "queued"}
+        for queue in sorted(gained):
             heads.announce(queue, None, using=using)
 
 
 def _insert(
     using: str, batch: Sequence[NewJob], delays: Sequence[bool], now: datetime
-) -> tuple[list[Job | None], set[str]]:
-    """The new jobs in ``batch`` order (``None`` for a repeat) and the queues created."""
+) -> tuple[Written, set[str]]:
+    """The rows written for ``batch`` and the queues created."""
     inserted, created, ready = dialect(using).enter_jobs(batch, delays, now)
-    written = _Written(using, batch, delays)
+    written = Written(using, batch, delays)
     for pk, job_id, enqueued_at, flag in inserted:
         written.add(pk, job_id, enqueued_at, ready.get(pk, flag))
-    return written.in_order(), created
-
-
-class _Written:
-    """The jobs a call wrote, from the values it wrote (as ``Model.objects.create()`` returns
-    the caller's values) and those the database chose: id, ``enqueued_at``, ``ready``."""
-
-    def __init__(self, using: str, batch: Sequence[NewJob], delays: Sequence[bool]) -> None:
-        self.using, self.batch, self.delays = using, batch, delays
-        self.first: dict[str, int] = {}
-        for index, new in enumerate(batch):
-            self.first.setdefault(new.job_id, index)
-        #: Per job id written, its ``Job``.
-        self.jobs: dict[str, Job] = {}
-        self.build = rows.new_job_builder(using)
-        #: A statement stamps its rows alike, so each distinct stamp is decoded once.
-        self.stamps: dict[Any, Any] = {}
-
-    def add(self, pk: int, job_id: str, enqueued_at: Any, ready: Any) -> None:
-        index = self.first[job_id]
-        new, delayed = self.batch[index], self.delays[index]
-        self.jobs[job_id] = self.build(
-            {
-                "id": pk,
-                "job_id": new.job_id,
-                "queue": new.queue,
-                "lane": new.lane,
-                "priority": new.priority,
-                "payload": new.payload,
-                "max_recoveries": new.max_recoveries,
-                "ready": bool(ready),
-                "delayed": delayed,
-                "position": None if delayed else pk,
-                "run_after": new.run_after,
-                "retry_policy": new.retry.to_json() if new.retry else None,
-                "timeout": new.timeout,
-                "trace_context": new.trace_context,
-                "enqueued_at": self._stamp(enqueued_at),
-            }
-        )
-
-    def _stamp(self, raw: Any) -> Any:
-        if raw not in self.stamps:
-            self.stamps[raw] = rows.decode(self.using, "enqueued_at", raw)
-        return self.stamps[raw]
-
-    def only(self) -> Job:
-        """The one job a call of one job wrote."""
-        (job,) = self.jobs.values()
-        return job
-
-    def in_order(self) -> list[Job | None]:
-        """Per job of the batch, the job written for it; ``None`` for a repeat (and for a
-        later copy of an id the batch repeats)."""
-        return [self.jobs.pop(new.job_id, None) for new in self.batch]
+    return written, created
 
 
 def _resolve_repeats(

@@ -84,7 +84,7 @@ def new_job_builder(using: str) -> Callable[[Mapping[str, Any]], Job]:
     receivers are looked up once, here, for every job it makes.
     """
     defaults = _new_fields()
-    if _signalled():
+    if init_receivers_connected():
         return lambda fields: _instance(using, list({**defaults, **fields}.values()), True)
 
     def build(fields: Mapping[str, Any]) -> Job:
@@ -97,7 +97,7 @@ def new_job_builder(using: str) -> Callable[[Mapping[str, Any]], Job]:
     return build
 
 
-def _signalled() -> bool:
+def init_receivers_connected() -> bool:
     """Whether a ``pre_init`` or ``post_init`` receiver for ``Job`` is connected."""
     return bool(pre_init.has_listeners(Job) or post_init.has_listeners(Job))
 
@@ -112,7 +112,7 @@ def _instance(using: str, values: Sequence[Any], signalled: bool | None = None) 
     receivers, ``Model.__init__`` runs and sends them.
     """
 
-    if _signalled() if signalled is None else signalled:
+    if init_receivers_connected() if signalled is None else signalled:
         job = Job(*values)  # type: ignore[misc]  # positional, as Model.from_db builds it
     else:
         job = Job.__new__(Job)

@@ -1,5 +1,9 @@
 """enqueue_many(): one transaction for a batch, all or nothing, same rules as enqueue()."""
 
+import copy
+import dataclasses
+import gc
+import pickle
 from datetime import timedelta
 
 import pytest
@@ -223,3 +227,41 @@ def test_every_field_an_item_may_hold_reaches_its_check(field):
         wd.enqueue_many([{"job_id": "ok", "queue": "q"}, item])
     assert refused.value.field == f"jobs[1].{field}"
     assert not Job.objects.exists()
+
+
+def test_a_batch_read_for_its_statuses_makes_no_job():
+    """A result makes its ``Job`` when ``job`` is first read: a batch whose results are
+    read only for their status holds no ``Job`` of it."""
+
+    def made() -> list[str]:
+        return sorted(
+            o.job_id
+            for o in gc.get_objects()
+            if type(o) is Job and o.__dict__.get("job_id", "").startswith("lazy")
+        )
+
+    results = wd.enqueue_many([{"job_id": f"lazy{i}", "queue": "q"} for i in range(3)])
+    assert [r.status for r in results] == ["queued"] * 3
+    assert made() == []
+    assert results[1].job.job_id == "lazy1"
+    assert made() == ["lazy1"]
+
+
+def test_a_result_is_the_enqueue_result_it_stands_for():
+    """Read, compared, hashed, copied, pickled and replaced as an ``EnqueueResult`` made
+    with its job; frozen as one; the same ``Job`` at every read."""
+    (result,) = wd.enqueue_many([{"job_id": "r1", "queue": "q", "payload": [1, "x"]}])
+    job = result.job
+    assert result.job is job
+    plain = wd.EnqueueResult(status="queued", job=wd.get_job("r1"))
+    assert result == plain and plain == result and hash(result) == hash(plain)
+    assert repr(result) == repr(plain)
+    for copied in (copy.copy(result), copy.deepcopy(result), pickle.loads(pickle.dumps(result))):
+        assert copied == plain and copied.job.payload == [1, "x"]
+    assert dataclasses.replace(result, status="duplicate").status == "duplicate"
+    assert dataclasses.replace(result, status="duplicate").job is job
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.job = plain.job  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.status = "duplicate"  # type: ignore[misc]
+    assert result != wd.EnqueueResult(status="duplicate", job=job)

@@ -404,10 +404,9 @@ class SqliteDialect(Dialect):
         found: list[Row] = []
         start = 0
         for chunk in batched(rows, step):
-            if any(len(row) != len(names) for row in chunk):
-                raise ValueError(f"each row holds a value of each of {names}")
             params = {**extra, "first_row": start}
             flat = chain.from_iterable(chunk)
+            # strict: a chunk of too few or too many values fails here, not in SQLite.
             params.update(zip(row_names(tuple(names), len(chunk)), flat, strict=True))
             found.extend(self.fetch(statement(len(chunk)), params))
             start += len(chunk)
@@ -441,13 +440,15 @@ class SqliteDialect(Dialect):
             for index, new in enumerate(batch)
         )
         inserted = self.fetch_rows(insert_jobs, INSERT_JOBS_ROW, values)
+        ready: dict[int, bool] = {}
+        if len(created) == len(queues):
+            return inserted, created, ready  # each queue's head was decided in the insert
         first: dict[str, int] = {}
         for index, new in enumerate(batch):
             first.setdefault(new.job_id, index)
         entered = sorted(
             {batch[first[row[1]]].queue for row in inserted if not delays[first[row[1]]]} - created
         )
-        ready: dict[int, bool] = {}
         if entered:
             first_id = min(row[0] for row in inserted)
             refreshed = self.fetch_rows(
