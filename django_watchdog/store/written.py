@@ -101,11 +101,12 @@ class WrittenResult(EnqueueResult):
 
     It compares, hashes, copies and pickles as the ``EnqueueResult`` it stands for. Made
     only where no ``pre_init``/``post_init`` receiver for ``Job`` is connected (those see
-    each job made during the call, as before). Made each ``Job`` at once, a bulk enqueue
-    into SQLite spent 14 % of its instructions on them (``bench.instructions``: 187,549 a
-    job, 160,347 with results made so), and left five objects a job for the collector
-    where it now leaves two (the request and the result): in 30 batches of 2,000 jobs,
-    151 collections where there were 396, one of the whole heap where there were three.
+    each job made during the call, as before). When each ``Job`` was made during the
+    call, a bulk enqueue into SQLite spent 14 % of its instructions on them
+    (``bench.instructions``: 187,549 a job, 160,347 with results made so), and left five
+    objects a job for the collector where it now leaves two (the request and the result):
+    in 30 batches of 2,000 jobs, 151 collections where there were 396, one of the whole
+    heap where there were three.
     """
 
     __slots__ = ("_written", "_index")

@@ -43,6 +43,9 @@ class AsyncTwins(TestCase):
             ]
         )
         self.assertEqual([r.status for r in results], ["queued", "queued"])
+        # Made when first read, here on the event loop: from the values written, no query.
+        self.assertEqual([r.job.job_id for r in results], ["echo:1", "echo:2"])
+        self.assertIsNotNone(results[1].job.enqueued_at.tzinfo)
         head = await watchdog.aqueue_head("q")
         self.assertEqual((head.state, head.job_id), ("queued", "echo:1"))
         cancelled = await watchdog.acancel("echo:1")

@@ -111,7 +111,7 @@ def create_queues(count: int) -> str:
 #: as it is, where for the column it would call Django's ``datetime`` converter on each
 #: row. The rows of a statement share their stamp (``'now'`` holds through one
 #: ``sqlite3_step()``, and a statement with ``RETURNING`` makes all its changes in its
-#: first), and the caller decodes each distinct text once (``_Written``).
+#: first), and the caller decodes each distinct text once (``written.Written``).
 STAMP_AS_TEXT = "CAST(enqueued_at AS TEXT)"
 
 #: Ids follow the last one AUTOINCREMENT gave (read in the statement), in the order of the
