@@ -99,7 +99,9 @@ class WrittenResult(EnqueueResult):
     """A queued ``EnqueueResult`` whose ``Job`` is made from the values written when
     ``job`` is first read, then kept: the same ``Job`` at every read.
 
-    It compares, hashes, copies and pickles as the ``EnqueueResult`` it stands for. Made
+    Until then it holds the call's requests (``Written``), which a result kept unread
+    keeps alive; once read, only its ``Job``. It compares, hashes, copies and pickles as
+    the ``EnqueueResult`` it stands for. Made
     only where no ``pre_init``/``post_init`` receiver for ``Job`` is connected (those see
     each job made during the call, as before). When each ``Job`` was made during the
     call, a bulk enqueue into SQLite spent 14 % of its instructions on them
@@ -129,6 +131,7 @@ class WrittenResult(EnqueueResult):
         except AttributeError:
             job = self._written.job(self._index)
             _KEPT_JOB.__set__(self, job)
+            object.__delattr__(self, "_written")  # the batch's requests may go now
         return job
 
     @job.setter

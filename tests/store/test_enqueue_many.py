@@ -12,6 +12,7 @@ from django.utils import timezone
 import django_watchdog as wd
 from django_watchdog.domain.values import Decision
 from django_watchdog.models import Job, Queue
+from django_watchdog.store.enqueue import NewJob
 from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
@@ -231,7 +232,8 @@ def test_every_field_an_item_may_hold_reaches_its_check(field):
 
 def test_a_batch_read_for_its_statuses_makes_no_job():
     """A result makes its ``Job`` when ``job`` is first read: a batch whose results are
-    read only for their status holds no ``Job`` of it."""
+    read only for their status holds no ``Job`` of it; a result read holds its ``Job``,
+    not the call's requests."""
 
     def made() -> list[str]:
         return sorted(
@@ -245,6 +247,15 @@ def test_a_batch_read_for_its_statuses_makes_no_job():
     assert made() == []
     assert results[1].job.job_id == "lazy1"
     assert made() == ["lazy1"]
+    assert results[1].job is results[1].job
+
+    # Once read, a result holds its Job alone: not the call's requests.
+    kept = results[1]
+    del results
+    gc.collect()
+    requests = [o for o in gc.get_objects() if type(o) is NewJob and o.job_id.startswith("lazy")]
+    assert requests == []
+    assert kept.job.job_id == "lazy1"
 
 
 def test_a_result_is_the_enqueue_result_it_stands_for():
