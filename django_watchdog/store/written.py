@@ -112,7 +112,7 @@ class WrittenResult(EnqueueResult):
     """
 
     __slots__ = ("_written", "_index")
-    _written: Written
+    _written: Written | None
     _index: int
 
     @classmethod
@@ -129,9 +129,13 @@ class WrittenResult(EnqueueResult):
         try:
             job: Job = _KEPT_JOB.__get__(self)
         except AttributeError:
-            job = self._written.job(self._index)
-            _KEPT_JOB.__set__(self, job)
-            object.__delattr__(self, "_written")  # the batch's requests may go now
+            written = self._written
+            if written is None:  # another thread made it meanwhile
+                job = _KEPT_JOB.__get__(self)
+            else:
+                job = written.job(self._index)
+                _KEPT_JOB.__set__(self, job)
+                object.__setattr__(self, "_written", None)  # the requests may go now
         return job
 
     @job.setter

@@ -276,3 +276,23 @@ def test_a_result_is_the_enqueue_result_it_stands_for():
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.status = "duplicate"  # type: ignore[misc]
     assert result != wd.EnqueueResult(status="duplicate", job=job)
+
+
+def test_a_result_read_by_two_threads_at_once_gives_each_its_job():
+    """Two threads reading one unread result: the second may find the job made by the first
+    while it makes its own. Arranged without threads: the second read runs inside the
+    first's making of the job (where another thread could be switched in)."""
+    (result,) = wd.enqueue_many([{"job_id": "both", "queue": "q"}])
+    written = result._written  # type: ignore[attr-defined]
+    make = written.job
+    inner: list[Job] = []
+
+    def made_while_another_reads(index: int) -> Job:
+        written.job = make  # the other read makes it at once
+        inner.append(result.job)
+        return make(index)
+
+    written.job = made_while_another_reads
+    assert result.job.job_id == "both"
+    assert inner[0].job_id == "both"
+    assert result.job is result.job
