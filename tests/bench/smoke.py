@@ -45,3 +45,14 @@ def run(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done, json.loads((results / "latest.json").read_text())
+
+
+def table_rows(printed: str, labels: tuple[str, ...]) -> dict[str, list[str]]:
+    """The rows of a Markdown table a tool printed whose first cell is one of ``labels``:
+    that cell -> the row's other cells, in the order printed."""
+    rows = {}
+    for line in printed.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if cells[0] in labels:
+            rows[cells[0]] = cells[1:]
+    return rows

@@ -71,12 +71,7 @@ def counted_rows(db, tmp_path):
         timeout=240,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = {}
-    for line in done.stdout.splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if cells[0] in ROWS:
-            rows[cells[0]] = cells[1:]
-    return rows
+    return smoke.table_rows(done.stdout, ROWS)
 
 
 def assert_counted(rows, served=True):

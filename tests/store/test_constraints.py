@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 import django_watchdog as wd
@@ -180,3 +181,96 @@ def test_a_good_row_written_around_the_manager_is_accepted() -> None:
     """The raw-insert helper itself is sound: the failures above are the constraints'."""
     _raw_insert()
     assert Job.objects.filter(job_id="raw", state="queued").exists()
+
+
+#: Values for each column the job table's row rules read: each rule's edges, and NULL where
+#: the column may hold it.
+RULE_COLUMN_VALUES: dict[str, tuple[Any, ...]] = {
+    "attempts": (0, -1, 3),
+    "delayed": (False, True),
+    "position": (None, 1),
+    "ready": (False, True),
+    "run_after": (None, "2026-01-01T00:00:00+00:00"),
+    "state": ("queued", "running", "settled", "paused"),
+    "max_recoveries": (None, 0, -1),
+    "job_id": ("j", ""),
+    "queue": ("q", ""),
+    "lane": ("l", ""),
+    "outcome": (None, "completed", "failed", "cancelled", "outcome_unknown", "interrupted", "x"),
+    "priority": (0, MAX, MAX + 1, -MAX, -MAX - 1),
+    "claim_token": (None, "t"),
+    "failure_reason": (None, "", "why"),
+    "recovery_count": (0, -1),
+    "timeout": (None, 0.0, 1.5, -1.0),
+}
+RULE_COLUMN_TYPES = {
+    "attempts": "bigint",
+    "delayed": "boolean",
+    "position": "bigint",
+    "ready": "boolean",
+    "run_after": "timestamptz",
+    "max_recoveries": "bigint",
+    "priority": "bigint",
+    "recovery_count": "bigint",
+    "timeout": "double precision",
+}
+
+
+def _rule_rows(count: int) -> list[dict[str, Any]]:
+    """``count`` rows of the columns' values: each value of each column in a row otherwise
+    valid (a queued job, a completed one, a failed one), then seeded random mixes."""
+    valid_queued = {name: values[0] for name, values in RULE_COLUMN_VALUES.items()}
+    valid_queued.update(position=1)
+    valid_settled = {**valid_queued, "state": "settled", "outcome": "completed"}
+    valid_failed = {**valid_settled, "outcome": "failed", "failure_reason": "why"}
+    rows = [
+        {**base, name: value}
+        for base in (valid_queued, valid_settled, valid_failed)
+        for name, values in RULE_COLUMN_VALUES.items()
+        for value in values
+    ]
+    chosen = random.Random(17)
+    while len(rows) < count:
+        rows.append({name: chosen.choice(values) for name, values in RULE_COLUMN_VALUES.items()})
+    return rows
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL checks the rules in one function"
+)
+def test_the_rules_function_breaks_each_row_the_named_rules_break() -> None:
+    """On PostgreSQL the job table's ``CHECK`` rules are one constraint calling
+    ``watchdog_job_broken_rule`` (migration 0018): for every row, the rule it names is the
+    first rule (by name, as PostgreSQL checks them) whose model constraint the row breaks,
+    with ``NULL`` passing as in a ``CHECK``; ``NULL`` when the row breaks none."""
+    checks = sorted(
+        (c for c in Job._meta.constraints if isinstance(c, models.CheckConstraint)),
+        key=lambda c: c.name,
+    )
+    columns = list(RULE_COLUMN_VALUES)
+    rows = _rule_rows(3000)
+    with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+        conditions = [c._get_check_sql(Job, editor) for c in checks]
+    marks = ", ".join(f"%s::{RULE_COLUMN_TYPES.get(name, 'varchar')}" for name in columns)
+    values = ", ".join(f"(%s, {marks})" for _ in rows)
+    broken_by_checks = " ".join(
+        f"WHEN NOT COALESCE(({condition}), TRUE) THEN '{check.name}'"
+        for check, condition in zip(checks, conditions, strict=True)
+    )
+    arguments = ", ".join(connection.ops.quote_name(name) for name in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT n, CASE {broken_by_checks} END, watchdog_job_broken_rule({arguments}, FALSE)"
+            f" FROM (VALUES {values}) AS watchdog_job (n, {arguments}) ORDER BY n",
+            [value for n, row in enumerate(rows) for value in (n, *row.values())],
+        )
+        answers = cursor.fetchall()
+    differing = [
+        (rows[n], by_checks, by_function)
+        for n, by_checks, by_function in answers
+        if by_checks != by_function
+    ]
+    assert differing == []
+    assert len(answers) == len(rows)
+    # The sample reaches every rule, and rows that break none.
+    assert {by_checks for _n, by_checks, _f in answers} == {c.name for c in checks} | {None}

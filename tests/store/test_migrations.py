@@ -1,12 +1,13 @@
-"""Migration 0007 on a table that already holds what its new rules refuse: over-long
-default intents and one intent id on several jobs. Every intent is kept."""
+"""Migrations on tables that hold rows, and those that change how the database checks
+them: 0007 on a table that already holds what its new rules refuse (over-long default
+intents, one intent id on several jobs; every intent is kept); 0018's rules function."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
+from django.db import connection, models
 from django.db.migrations.executor import MigrationExecutor
 
 import django_watchdog as wd
@@ -58,3 +59,36 @@ def test_0007_keeps_every_intent_and_makes_rows_fit(at_0006: MigrationExecutor) 
     assert {job.job_id for job in Job.objects.all()} == {long_id, "a", "b"}
     assert wd.cancel(long_id).status == "replayed"
     assert wd.cancel("b", cancellation_id="shared").status == "conflict"
+
+
+def _job_checks() -> set[str]:
+    with connection.cursor() as cursor:
+        found = connection.introspection.get_constraints(cursor, "watchdog_job")
+    return {name for name, about in found.items() if about["check"]}
+
+
+def _rules_function_exists() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_proc WHERE proname = 'watchdog_job_broken_rule'")
+        return cursor.fetchone() is not None
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="0018 changes nothing on other databases"
+)
+def test_0018_checks_the_job_rules_in_one_function_and_reverses() -> None:
+    rules = {
+        constraint.name
+        for constraint in Job._meta.constraints
+        if isinstance(constraint, models.CheckConstraint)
+    }
+    assert len(rules) == 15
+    assert _job_checks() == {"watchdog_job_rules"} and _rules_function_exists()
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes("django_watchdog")
+    executor.migrate([("django_watchdog", "0017_job_vacuum_index_cleanup")])
+    try:
+        assert _job_checks() == rules and not _rules_function_exists()
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+    assert _job_checks() == {"watchdog_job_rules"} and _rules_function_exists()
