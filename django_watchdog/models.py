@@ -99,6 +99,8 @@ class Job(MariadbAnswered, models.Model):
     class Meta:
         db_table = "watchdog_job"
         ordering = ("id",)
+        # On PostgreSQL the CHECKs below are one constraint calling one function (migration
+        # 0018, which says how a change of one of them is migrated there).
         constraints = (
             models.CheckConstraint(
                 condition=Q(state__in=[s.value for s in State]), name="watchdog_job_state_known"
