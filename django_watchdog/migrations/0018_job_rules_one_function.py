@@ -23,8 +23,8 @@ The body is written here, not read from the store: a migration is frozen. A late
 a rule is a migration of its own: on PostgreSQL it replaces the function (``CREATE OR
 REPLACE FUNCTION``) instead of the ``RemoveConstraint``/``AddConstraint`` Django writes,
 which would find no such constraint here; the test that compares the function with the
-model's constraints fails until it does. Reversed, this drops the
-function and its constraint and adds the fifteen back from the model's state.
+model's constraints fails until it does. Reversed, this drops the function and its
+constraint and adds the fifteen back from the model's state.
 """
 
 from django.db import migrations
