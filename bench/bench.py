@@ -2,7 +2,8 @@
 
 Usage (through bench/run, which builds the virtualenv):
     bench/run [--quick] [--repeat N] [--db sqlite|postgres|mariadb|both|all] [--jobs N]
-              [--only watchdog,tasks_db,procrastinate,celery,floor,floor_jobs] [--no-charts]
+              [--only watchdog,tasks_db,procrastinate,celery,floor,floor_jobs,floor_chained,
+                      floor_jobs_chained] [--no-charts]
 
 Every system runs real worker processes started exactly as a user would start them; every
 job is the same no-op that appends one line to a stamp file (bench/stamp.py). Rates come
@@ -56,10 +57,23 @@ MARIADB = {
     "password": "bench",
 }
 MARIADB_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/tmp/mysql.sock")
-SYSTEMS = ("watchdog", "tasks_db", "procrastinate", "celery", "floor", "floor_jobs")
+SYSTEMS = (
+    "watchdog",
+    "tasks_db",
+    "procrastinate",
+    "celery",
+    "floor",
+    "floor_jobs",
+    "floor_chained",
+    "floor_jobs_chained",
+)
 #: The floor's loop (``bench.floor``): on its own table, and (PostgreSQL) on watchdog's job
-#: table, which pays what the schema costs without what the worker adds.
-FLOORS = ("floor", "floor_jobs")
+#: table, which pays what the schema costs without what the worker adds; and (PostgreSQL,
+#: ``--chained``) both in the default worker's shape: one statement a job settles the last
+#: and claims the next, one commit a job.
+FLOORS = ("floor", "floor_jobs", "floor_chained", "floor_jobs_chained")
+#: The floors whose database is migrated as watchdog's (they run on its job table).
+JOB_TABLE_FLOORS = ("floor_jobs", "floor_jobs_chained")
 DATABASES = ("sqlite", "postgres", "mariadb")
 #: --db's names for several databases ("both" kept its meaning when MariaDB came).
 DB_CHOICES = {"both": ["sqlite", "postgres"], "all": list(DATABASES)}
@@ -71,6 +85,8 @@ LABELS = {
     "celery": "celery+redis",
     "floor": "floor",
     "floor_jobs": "floor on watchdog's table",
+    "floor_chained": "chained floor",
+    "floor_jobs_chained": "chained floor on watchdog's table",
 }
 #: The systems measured on each database. Procrastinate is PostgreSQL only; Celery does not
 #: use the SQL database: measured once, with the last database given, and shown in the
@@ -89,6 +105,8 @@ PG_DATABASES = {
     "procrastinate": "bench_procrastinate" + DB_SUFFIX,
     "floor": "bench_floor" + DB_SUFFIX,
     "floor_jobs": "bench_floor_jobs" + DB_SUFFIX,
+    "floor_chained": "bench_floor_chained" + DB_SUFFIX,
+    "floor_jobs_chained": "bench_floor_jobs_chained" + DB_SUFFIX,
 }
 MARIADB_DATABASES = {
     "watchdog": "bench_watchdog" + DB_SUFFIX,
@@ -161,7 +179,7 @@ def base_env(system: str, db: str, stamp_file: Path) -> dict[str, str]:
         env.update(MARIADB_USER=MARIADB["user"], MARIADB_PASSWORD=MARIADB["password"])
     if system in ("watchdog", "tasks_db"):
         env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-    if system == "floor_jobs":  # its database is migrated as watchdog's
+    if system in JOB_TABLE_FLOORS:  # its database is migrated as watchdog's
         env.update(BENCH_SYSTEM="watchdog", BENCH_DB_NAME=PG_DATABASES[system])
     return env
 
@@ -321,10 +339,14 @@ def worker_command(
             "-n",
             f"bench{index}@%h",
         ]
-    if system == "floor":
-        return [py, "-m", "bench.floor", db, floor_target(db)]
-    if system == "floor_jobs":
-        return [py, "-m", "bench.floor", db, floor_target(db, system), "--job-table"]
+    if system in FLOORS:
+        flags = {
+            "floor": [],
+            "floor_jobs": ["--job-table"],
+            "floor_chained": ["--chained"],
+            "floor_jobs_chained": ["--job-table", "--chained"],
+        }[system]
+        return [py, "-m", "bench.floor", db, floor_target(db, system), *flags]
     raise ValueError(system)
 
 

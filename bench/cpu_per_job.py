@@ -176,20 +176,22 @@ class Worker:
 class FloorLoop:
     """``python -m bench.floor postgres DSN`` on its own table in the scratch database, or
     (``job_table``) on watchdog's job table there, once the worker stopped: the same
-    measure for the raw claim-and-settle loop, to compare with."""
+    measure for the raw claim-and-settle loop, to compare with; ``chained``: the loop in
+    the default worker's shape (``bench.floor --chained``)."""
 
-    def __init__(self, db_name: str, *, job_table: bool = False) -> None:
+    def __init__(self, db_name: str, *, job_table: bool = False, chained: bool = False) -> None:
         import psycopg
 
         from bench import floor
 
         self.job_table = job_table
+        self.kind = "chained-" if chained else ""  # its job ids apart from the other loop's
         self.dsn = f"host=127.0.0.1 user=postgres dbname={db_name}"
         self.admin = psycopg.connect(self.dsn, autocommit=True)
         if not job_table:
             self.admin.execute(floor.CREATE_POSTGRES)
         env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_STAMP_FILE=os.devnull)
-        flags = ["--job-table"] if job_table else []
+        flags = (["--job-table"] if job_table else []) + (["--chained"] if chained else [])
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.floor", "postgres", self.dsn, *flags], cwd=ROOT, env=env
         )
@@ -206,7 +208,9 @@ class FloorLoop:
 
         started = time.perf_counter()
         if self.job_table:
-            self.admin.execute(floor.JOB_ROWS, {"prefix": f"floor-{prefix}", "count": count})
+            self.admin.execute(
+                floor.JOB_ROWS, {"prefix": f"floor-{self.kind}{prefix}", "count": count}
+            )
             left = f"SELECT count(*) FROM {floor.JOB_TABLE} WHERE {floor.JOB_LEFT}"
         else:
             self.admin.execute(
@@ -227,13 +231,16 @@ class FloorLoop:
         self.admin.close()
 
 
-def measure_floor(db_name: str, jobs: int, repeat: int, *, job_table: bool = False) -> list[str]:
+def measure_floor(
+    db_name: str, jobs: int, repeat: int, *, job_table: bool = False, chained: bool = False
+) -> list[str]:
     """The floor's CPU per job, its process's and the server's, and its wall time; on
-    watchdog's job table with ``job_table``."""
-    loop = FloorLoop(db_name, job_table=job_table)
+    watchdog's job table with ``job_table``; the chained floor's with ``chained``."""
+    loop = FloorLoop(db_name, job_table=job_table, chained=chained)
     on = "on watchdog's job table" if job_table else "on its own table"
+    floor = "the chained floor's" if chained else "the floor's"
     lines = [
-        f"## postgres: the floor's CPU per job {on} ({jobs} rows)",
+        f"## postgres: {floor} CPU per job {on} ({jobs} rows)",
         "",
         f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         "",
@@ -446,7 +453,7 @@ def main() -> None:
         "--floor",
         action="store_true",
         help="also measure the floor (postgres): bench.floor's loop, on its own table, then on "
-        "watchdog's job table",
+        "watchdog's job table; then the same with --chained (the default worker's shape)",
     )
     parser.add_argument(
         "--every-lane",
@@ -467,8 +474,14 @@ def main() -> None:
         every_lane=options.every_lane,
     )
     if options.floor and options.db == "postgres":
-        found += ["", *measure_floor(name, options.jobs, options.repeat)]
-        found += ["", *measure_floor(name, options.jobs, options.repeat, job_table=True)]
+        for chained in (False, True):
+            for job_table in (False, True):
+                found += [
+                    "",
+                    *measure_floor(
+                        name, options.jobs, options.repeat, job_table=job_table, chained=chained
+                    ),
+                ]
     print("\n".join(found))
     sys.stdout.flush()
 

@@ -446,6 +446,8 @@ def main() -> None:
         "celery": celery_system,
         "floor": floor_system,
         "floor_jobs": floor_jobs_system,
+        "floor_chained": floor_system,
+        "floor_jobs_chained": floor_jobs_system,
     }
     result = systems[SYSTEM]()
     sys.stdout.write(json.dumps(result) + "\n")

@@ -19,8 +19,16 @@ What it costs beside the floor on its own table is what the schema costs; what t
 worker costs beside it is what the worker does besides (the queue's lock, the claim's lane,
 due and serial checks, the next head readied, the settled feed). Its rows: ``JOB_ROWS``.
 
-Run as ``python -m bench.floor postgres|mariadb|sqlite TARGET [--job-table]``; stops on
-SIGTERM.
+``--chained`` (PostgreSQL): the default worker's shape with nothing else of it. One
+statement in autocommit per job settles the job the loop ran last and claims the next
+(``CHAIN``, or ``CHAIN_JOB`` on watchdog's table): one round trip and one commit a job,
+and a job is claimed, committed, before it runs, as the default worker does it; no
+queue lock, no head readied, no feed, the claimed row's columns only. What the default
+worker costs beside it is what its guarantees and its Python cost; what it costs beside
+Celery is what a loop of that shape costs, on this table or on the smallest one.
+
+Run as ``python -m bench.floor postgres|mariadb|sqlite TARGET [--job-table] [--chained]``;
+stops on SIGTERM.
 """
 
 from __future__ import annotations
@@ -80,6 +88,28 @@ TAKE_JOB = f"""UPDATE {JOB_TABLE} SET state = 'running', ready = FALSE, claim_to
        claimed_by = 'floor', started_at = now(), attempts = attempts + 1 WHERE id = %s"""
 SETTLE_JOB = f"""UPDATE {JOB_TABLE} SET state = 'settled', outcome = 'completed',
        claim_token = NULL, settled_at = now() WHERE id = %s AND claim_token = %s"""
+#: ``--chained``: settle the job run last (``%(ran)s`` under ``%(ran_token)s``; none at
+#: first) and claim the next under ``%(token)s``, in one statement.
+CHAIN = f"""
+WITH settled AS (UPDATE {TABLE} SET state = 'done' WHERE id = %(ran)s AND token = %(ran_token)s),
+next AS (SELECT id FROM {TABLE} WHERE state = 'queued' ORDER BY id LIMIT 1{SKIP_LOCKED})
+UPDATE {TABLE} AS t SET state = 'running', token = %(token)s FROM next WHERE t.id = next.id
+RETURNING t.id, t.tag
+"""
+CHAIN_JOB = f"""
+WITH settled AS (
+    UPDATE {JOB_TABLE} SET state = 'settled', outcome = 'completed', claim_token = NULL,
+           settled_at = now()
+     WHERE id = %(ran)s AND claim_token = %(ran_token)s
+),
+next AS (
+    SELECT id FROM {JOB_TABLE} WHERE ready ORDER BY priority DESC, position LIMIT 1{SKIP_LOCKED}
+)
+UPDATE {JOB_TABLE} AS j SET state = 'running', ready = FALSE, claim_token = %(token)s,
+       claimed_by = 'floor', started_at = now(), attempts = attempts + 1
+  FROM next WHERE j.id = next.id
+RETURNING j.id, j.payload
+"""
 IDLE_POLL = 0.005
 _stop = False
 
@@ -134,23 +164,48 @@ def run_locking(
         connection.commit()
 
 
-def run_postgres(dsn: str, job_table: bool = False) -> None:
+def run_chained(connection: Any, chain: str, settle: str) -> None:
+    """The ``--chained`` loop on a psycopg connection in autocommit: each statement settles
+    the job run last and claims the next; on stop, the job run last is settled alone
+    (``settle``)."""
+    ran: dict[str, Any] = {"ran": None, "ran_token": None}
+    while not _stop:
+        token = secrets.token_hex(16)
+        row = connection.execute(chain, {**ran, "token": token}, prepare=True).fetchone()
+        ran = {"ran": None, "ran_token": None}
+        if row is None:
+            time.sleep(IDLE_POLL)
+            continue
+        stamp(row[1])
+        ran = {"ran": row[0], "ran_token": token}
+    if ran["ran"] is not None:
+        connection.execute(settle, (ran["ran"], ran["ran_token"]))
+
+
+def run_postgres(dsn: str, job_table: bool = False, chained: bool = False) -> None:
     import psycopg
 
+    if chained:
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            if job_table:
+                run_chained(connection, CHAIN_JOB, SETTLE_JOB)
+            else:
+                run_chained(connection, CHAIN, SETTLE)
+        return
     statements = (CLAIM_JOB, TAKE_JOB, SETTLE_JOB) if job_table else (CLAIM, TAKE, SETTLE)
     with psycopg.connect(dsn) as connection:
         run_locking(connection, *statements)
 
 
-def run_mariadb(url: str, job_table: bool = False) -> None:
-    if job_table:
-        raise SystemExit("--job-table runs on postgres only")
+def run_mariadb(url: str, job_table: bool = False, chained: bool = False) -> None:
+    if job_table or chained:
+        raise SystemExit("--job-table and --chained run on postgres only")
     run_locking(connect_mariadb(url))
 
 
-def run_sqlite(path: str, job_table: bool = False) -> None:
-    if job_table:
-        raise SystemExit("--job-table runs on postgres only")
+def run_sqlite(path: str, job_table: bool = False, chained: bool = False) -> None:
+    if job_table or chained:
+        raise SystemExit("--job-table and --chained run on postgres only")
     connection = connect_sqlite(path)
     while not _stop:
         token = secrets.token_hex(16)
@@ -170,11 +225,13 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     db, target, *flags = sys.argv[1:]
-    if flags not in ([], ["--job-table"]):
-        raise SystemExit(f"usage: python -m bench.floor DB TARGET [--job-table], not {flags}")
+    if not set(flags) <= {"--job-table", "--chained"} or len(set(flags)) < len(flags):
+        raise SystemExit(
+            f"usage: python -m bench.floor DB TARGET [--job-table] [--chained], not {flags}"
+        )
     os.environ.setdefault("BENCH_STAMP_FILE", "/dev/null")
     run = {"postgres": run_postgres, "mariadb": run_mariadb, "sqlite": run_sqlite}[db]
-    run(target, job_table=bool(flags))
+    run(target, job_table="--job-table" in flags, chained="--chained" in flags)
 
 
 if __name__ == "__main__":
