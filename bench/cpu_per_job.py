@@ -185,7 +185,7 @@ class FloorLoop:
         from bench import floor
 
         self.job_table = job_table
-        self.kind = "chained-" if chained else ""  # its job ids apart from the other loop's
+        self.id_prefix = "floor-chained-" if chained else "floor-"  # apart from the other's
         self.dsn = f"host=127.0.0.1 user=postgres dbname={db_name}"
         self.admin = psycopg.connect(self.dsn, autocommit=True)
         if not job_table:
@@ -209,7 +209,7 @@ class FloorLoop:
         started = time.perf_counter()
         if self.job_table:
             self.admin.execute(
-                floor.JOB_ROWS, {"prefix": f"floor-{self.kind}{prefix}", "count": count}
+                floor.JOB_ROWS, {"prefix": f"{self.id_prefix}{prefix}", "count": count}
             )
             left = f"SELECT count(*) FROM {floor.JOB_TABLE} WHERE {floor.JOB_LEFT}"
         else:

@@ -168,17 +168,18 @@ def run_chained(connection: Any, chain: str, settle: str) -> None:
     """The ``--chained`` loop on a psycopg connection in autocommit: each statement settles
     the job run last and claims the next; on stop, the job run last is settled alone
     (``settle``)."""
-    ran: dict[str, Any] = {"ran": None, "ran_token": None}
+    nothing_ran: dict[str, Any] = {"ran": None, "ran_token": None}
+    ran = nothing_ran
     while not _stop:
         token = secrets.token_hex(16)
         row = connection.execute(chain, {**ran, "token": token}, prepare=True).fetchone()
-        ran = {"ran": None, "ran_token": None}
         if row is None:
+            ran = nothing_ran
             time.sleep(IDLE_POLL)
             continue
         stamp(row[1])
         ran = {"ran": row[0], "ran_token": token}
-    if ran["ran"] is not None:
+    if ran is not nothing_ran:
         connection.execute(settle, (ran["ran"], ran["ran_token"]))
 
 
