@@ -201,7 +201,9 @@ class Job(MariadbAnswered, models.Model):
                 name="watchdog_job_claim_lane",
             ),
             # Queue head: the best queued job of one queue, a retry pinned at its head, and
-            # the ready job a newly enqueued head displaces.
+            # a queue's ready head (``cancellation_id IS NULL``: a cancelled job made ready
+            # to settle unrun is no head). That term keeps claims off ``watchdog_job_ready``,
+            # whose entries come in no claim order (migration 0019).
             models.Index(
                 fields=["queue", "-priority", "position"],
                 condition=Q(state=QUEUED, delayed=False),
@@ -212,7 +214,11 @@ class Job(MariadbAnswered, models.Model):
                 condition=Q(state=QUEUED, retry_at__isnull=False),
                 name="watchdog_job_retrying",
             ),
-            models.Index(fields=["queue"], condition=Q(ready=True), name="watchdog_job_ready"),
+            models.Index(
+                fields=["queue"],
+                condition=Q(ready=True, cancellation_id__isnull=True),
+                name="watchdog_job_ready",
+            ),
             # Delayed jobs and retries coming due.
             models.Index(fields=["run_after"], condition=Q(delayed=True), name="watchdog_job_due"),
             # A queue's delayed jobs (whether a queue has pending jobs, the queue list's and

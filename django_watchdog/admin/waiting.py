@@ -37,7 +37,7 @@ class Surroundings:
     serves_all_but: tuple[frozenset[str], ...]  # exclude lists of live workers listing none
     live_workers: int
     running: dict[str, tuple[str, datetime | None]]  # queue -> (job id, started at)
-    ready: dict[str, list[str]]  # queue -> ready job ids
+    ready: dict[str, list[str]]  # queue -> its ready jobs but cancelled ones (its head)
     retrying: dict[str, tuple[str, datetime | None]]  # queue -> (job id, retry at)
 
     def serves(self, lane: str) -> bool:
@@ -75,7 +75,8 @@ def surroundings(jobs: Sequence[Job], using: str | None) -> Surroundings | None:
         ).values_list("queue", "job_id", "started_at")
     }
     ready: dict[str, list[str]] = {}
-    for queue, job_id in rows.filter(queue__in=queues, ready=True).values_list("queue", "job_id"):
+    heads = rows.filter(queue__in=queues, ready=True, cancellation_id__isnull=True)
+    for queue, job_id in heads.values_list("queue", "job_id"):
         ready.setdefault(queue, []).append(job_id)
     retrying = {
         queue: (job_id, at)

@@ -143,12 +143,21 @@ SELECT claimed.* FROM (VALUES (1)) AS one LEFT JOIN claimed ON TRUE
 """
 
 
+#: A candidate's queue row: the same row as ``q.name = j.queue``, but a condition no merge
+#: or hash join can take, so the queue is probed by its name (an index scan of one) for each
+#: job as the walk of a claim index meets it. Statistics gathered when no job was ready
+#: call the claim indexes empty: with the equality, the planner read every ready job,
+#: sorted them by queue to merge them with the queue table and sorted them again, in every
+#: claim.
+QUEUE_OF_JOB = "q.name = ANY(ARRAY[j.queue])"
+
+
 def _candidates(lanes: str, limit: int) -> str:
     """The best claimable jobs of ``lanes``, up to ``limit``, their queues locked."""
     return f"""
     SELECT {common.CANDIDATE_COLUMNS}, j.ctid AS address
       FROM watchdog_job j
-      JOIN watchdog_queue q ON q.name = j.queue
+      JOIN watchdog_queue q ON {QUEUE_OF_JOB}
      WHERE {common.claimable(is_set, lanes)}
      ORDER BY j.priority DESC, j.position ASC
      LIMIT {int(limit)}
