@@ -143,12 +143,15 @@ SELECT claimed.* FROM (VALUES (1)) AS one LEFT JOIN claimed ON TRUE
 """
 
 
-#: A candidate's queue row: the same row as ``q.name = j.queue``, but a condition no merge
-#: or hash join can take, so the queue is probed by its name (an index scan of one) for each
-#: job as the walk of a claim index meets it. Statistics gathered when no job was ready
-#: call the claim indexes empty: with the equality, the planner read every ready job,
-#: sorted them by queue to merge them with the queue table and sorted them again, in every
-#: claim.
+#: The candidate's queue row, for a claim of one job: the same row as ``q.name =
+#: j.queue``, but a condition no merge or hash join takes, so the queue is probed by its
+#: name for each job as the walk of a claim index meets it, and the walk stops at the first
+#: it can lock. Statistics gathered when no job was ready call the claim indexes empty:
+#: with the equality, the planner read every ready job, sorted them by queue to merge them
+#: with the queue table and sorted them again, in every claim. A claim of several jobs
+#: keeps the equality: where the planner reads every ready job anyway (expecting fewer
+#: claimable jobs than it takes), a hash join reads each table once, where this condition
+#: would compare every job with every queue.
 QUEUE_OF_JOB = "q.name = ANY(ARRAY[j.queue])"
 
 
@@ -157,7 +160,7 @@ def _candidates(lanes: str, limit: int) -> str:
     return f"""
     SELECT {common.CANDIDATE_COLUMNS}, j.ctid AS address
       FROM watchdog_job j
-      JOIN watchdog_queue q ON {QUEUE_OF_JOB}
+      JOIN watchdog_queue q ON {QUEUE_OF_JOB if limit == 1 else "q.name = j.queue"}
      WHERE {common.claimable(is_set, lanes)}
      ORDER BY j.priority DESC, j.position ASC
      LIMIT {int(limit)}
