@@ -117,6 +117,21 @@ def test_delayed_retrying_cancelled_and_queued_behind_a_head(admin_client, jobs,
     )
 
 
+def test_a_job_behind_a_cancelled_job_names_its_queues_head(admin_client, jobs, mail_handler):
+    # A cancelled queued job is made ready (it settles unrun at the next claim): it is no
+    # head, and the jobs behind the head wait for the head.
+    wd.enqueue("gone-7", queue="orders-7", lane="mail")
+    wd.enqueue("head-7", queue="orders-7", lane="mail", priority=1)  # the head now
+    wd.enqueue("next-7", queue="orders-7", lane="mail")
+    wd.cancel("gone-7")
+    assert Job.objects.get(job_id="gone-7").ready
+    # Rewritten after the cancel, the head comes after it in a read in the table's order.
+    Job.objects.filter(job_id="head-7").update(priority=1)
+    assert progress(admin_client, "next-7").endswith(
+        ": behind queued job head-7, the head of its queue"
+    )
+
+
 def test_times_have_second_resolution(admin_client, jobs):
     html = admin_client.get(job_url("done-1")).content.decode()
     assert len(SECOND_RESOLUTION.findall(html)) >= 3  # enqueued, started, settled

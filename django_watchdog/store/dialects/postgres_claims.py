@@ -143,16 +143,18 @@ SELECT claimed.* FROM (VALUES (1)) AS one LEFT JOIN claimed ON TRUE
 """
 
 
-#: The candidate's queue row, for a claim of one job: the same row as ``q.name =
-#: j.queue``, but a condition no merge or hash join takes, so the queue is probed by its
-#: name for each job as the walk of a claim index meets it, and the walk stops at the first
-#: it can lock. Statistics gathered when no job was ready call the claim indexes empty:
-#: with the equality, the planner read every ready job, sorted them by queue to merge them
-#: with the queue table and sorted them again, in every claim. A claim of several jobs
-#: keeps the equality: where the planner reads every ready job anyway (expecting fewer
-#: claimable jobs than it takes), a hash join reads each table once, where this condition
-#: would compare every job with every queue.
-QUEUE_OF_JOB = "q.name = ANY(ARRAY[j.queue])"
+def _queue_of_candidate(limit: int) -> str:
+    """How a claim of ``limit`` jobs finds each candidate's queue row (``q`` of ``j``).
+
+    For one job, by a condition no merge or hash join takes (the same row as the
+    equality), so the queue is probed by its name for each job as the walk of a claim index
+    meets it, and the walk stops at the first it can lock. Statistics gathered when no job
+    was ready call the claim indexes empty: with the equality, the planner read every ready
+    job, sorted them by queue to merge them with the queue table and sorted them again, in
+    every claim. For several, by the equality: where the planner reads every ready job
+    anyway (expecting fewer claimable jobs than it takes), a hash join reads each table
+    once, where the probe's condition compared every job with every queue."""
+    return "q.name = ANY(ARRAY[j.queue])" if limit == 1 else "q.name = j.queue"
 
 
 def _candidates(lanes: str, limit: int) -> str:
@@ -160,7 +162,7 @@ def _candidates(lanes: str, limit: int) -> str:
     return f"""
     SELECT {common.CANDIDATE_COLUMNS}, j.ctid AS address
       FROM watchdog_job j
-      JOIN watchdog_queue q ON {QUEUE_OF_JOB if limit == 1 else "q.name = j.queue"}
+      JOIN watchdog_queue q ON {_queue_of_candidate(limit)}
      WHERE {common.claimable(is_set, lanes)}
      ORDER BY j.priority DESC, j.position ASC
      LIMIT {int(limit)}
