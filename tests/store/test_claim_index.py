@@ -644,16 +644,6 @@ def test_a_claim_of_32_over_every_lane_walks_the_claim_index_on_a_table_never_an
     assert sum(read) < queues / 5, read
 
 
-def _queue_rows_read() -> int:
-    """Rows of the queue table this transaction has read, by scans and index entries."""
-    ((read,),) = dialect("default").fetch(
-        "SELECT pg_stat_get_xact_tuples_returned('watchdog_queue'::regclass)"
-        " + COALESCE(SUM(pg_stat_get_xact_tuples_returned(indexrelid)), 0)"
-        " FROM pg_index WHERE indrelid = 'watchdog_queue'::regclass"
-    )
-    return int(read)
-
-
 def _pairs_compared(sql: str, params: dict[str, Any]) -> int:
     """Rows the joins of ``sql``'s plan compared and rejected (``EXPLAIN ANALYZE``): a join
     that compares every job with every queue rejects about their product."""
