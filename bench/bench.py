@@ -3,7 +3,7 @@
 Usage (through bench/run, which builds the virtualenv):
     bench/run [--quick] [--repeat N] [--db sqlite|postgres|mariadb|both|all] [--jobs N]
               [--only watchdog,tasks_db,procrastinate,celery,floor,floor_jobs,floor_chained,
-                      floor_jobs_chained] [--no-charts]
+                      floor_jobs_chained,floor_worker] [--no-charts]
 
 Every system runs real worker processes started exactly as a user would start them; every
 job is the same no-op that appends one line to a stamp file (bench/stamp.py). Rates come
@@ -66,14 +66,17 @@ SYSTEMS = (
     "floor_jobs",
     "floor_chained",
     "floor_jobs_chained",
+    "floor_worker",
 )
 #: The floor's loop (``bench.floor``): on its own table, and (PostgreSQL) on watchdog's job
 #: table, which pays what the schema costs without what the worker adds; and (PostgreSQL,
 #: ``--chained``) both in the default worker's shape: one statement a job settles the last
 #: and claims the next, one commit a job.
-FLOORS = ("floor", "floor_jobs", "floor_chained", "floor_jobs_chained")
+#: ``floor_worker`` (PostgreSQL): the default worker's own statements in a bare loop
+#: (``--worker-statements``), on jobs watchdog enqueued into serial queues.
+FLOORS = ("floor", "floor_jobs", "floor_chained", "floor_jobs_chained", "floor_worker")
 #: The floors whose database is migrated as watchdog's (they run on its job table).
-JOB_TABLE_FLOORS = ("floor_jobs", "floor_jobs_chained")
+JOB_TABLE_FLOORS = ("floor_jobs", "floor_jobs_chained", "floor_worker")
 DATABASES = ("sqlite", "postgres", "mariadb")
 #: --db's names for several databases ("both" kept its meaning when MariaDB came).
 DB_CHOICES = {"both": ["sqlite", "postgres"], "all": list(DATABASES)}
@@ -87,6 +90,7 @@ LABELS = {
     "floor_jobs": "floor on watchdog's table",
     "floor_chained": "chained floor",
     "floor_jobs_chained": "chained floor on watchdog's table",
+    "floor_worker": "the worker's statements, bare",
 }
 #: The systems measured on each database. Procrastinate is PostgreSQL only; Celery does not
 #: use the SQL database: measured once, with the last database given, and shown in the
@@ -107,6 +111,7 @@ PG_DATABASES = {
     "floor_jobs": "bench_floor_jobs" + DB_SUFFIX,
     "floor_chained": "bench_floor_chained" + DB_SUFFIX,
     "floor_jobs_chained": "bench_floor_jobs_chained" + DB_SUFFIX,
+    "floor_worker": "bench_floor_worker" + DB_SUFFIX,
 }
 MARIADB_DATABASES = {
     "watchdog": "bench_watchdog" + DB_SUFFIX,
@@ -345,6 +350,7 @@ def worker_command(
             "floor_jobs": ["--job-table"],
             "floor_chained": ["--chained"],
             "floor_jobs_chained": ["--job-table", "--chained"],
+            "floor_worker": ["--worker-statements"],
         }[system]
         return [py, "-m", "bench.floor", db, floor_target(db, system), *flags]
     raise ValueError(system)

@@ -142,9 +142,13 @@ def role(name: str) -> str:
 
 
 class Worker:
-    """A ``watchdog_worker`` subprocess with the bench's settings."""
+    """A ``watchdog_worker`` subprocess with the bench's settings; ``bare``: the default
+    worker's statements in a bare loop instead (``bench.floor --worker-statements``, on
+    PostgreSQL), its lane the worker's."""
 
-    def __init__(self, db: str, db_name: str, *, every_lane: bool = False) -> None:
+    def __init__(
+        self, db: str, db_name: str, *, every_lane: bool = False, bare: bool = False
+    ) -> None:
         env = os.environ.copy()
         env.update(
             PYTHONPATH=str(ROOT),
@@ -156,9 +160,10 @@ class Worker:
         )
         lanes = [] if every_lane else ["--lane", LANE]
         command = [sys.executable, "-m", "django", "watchdog_worker", *lanes]
-        self.process = subprocess.Popen(
-            [*command, "--log-level", "WARNING"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL
-        )
+        command += ["--log-level", "WARNING"]
+        if bare:
+            command = [sys.executable, "-m", "bench.floor", db, db_name, "--worker-statements"]
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
         self.pid = self.process.pid
 
     def cpu(self) -> tuple[float, float]:

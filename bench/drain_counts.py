@@ -13,15 +13,26 @@ workload runs each drain) and waits until they settled. Per job it prints:
   a server of its own), and blocks read from outside the server's buffers against blocks
   found in them (``pg_stat_database``);
 - with ``pg_stat_statements`` loaded (``shared_preload_libraries``), per statement of the
-  drain: calls, time, blocks hit, read and dirtied, WAL records and full-page images.
+  drain: calls, time, blocks hit, read and dirtied, WAL records and full-page images;
+- with ``--waits``, what the backends serving the workers' jobs were doing while they
+  drained: ``pg_stat_activity`` read back to back, each backend's samples by its wait
+  event (``CPU``: running, no wait event; ``idle``: waiting for its client), for each
+  backend busy at least half its samples (a job thread's; a worker's other connections
+  are idle). The reads cost the server and this process CPU: read the shares, not the
+  rates, of a drain measured so.
 
-``python -m bench.drain_counts DATABASE [--jobs N] [--repeat N] [--workers N] [--vacuum]``;
-``PGPORT`` picks the server (as bench/settings.py reads it).
+``--bare`` starts the default worker's statements in a bare loop instead of workers
+(``bench.floor --worker-statements``): the same measures, with nothing of the worker's
+Python around its statements.
+
+``python -m bench.drain_counts DATABASE [--jobs N] [--repeat N] [--workers N] [--vacuum]
+[--bare] [--waits]``; ``PGPORT`` picks the server (as bench/settings.py reads it).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -48,6 +59,17 @@ SELECT calls, total_exec_time, shared_blks_hit, shared_blks_read, shared_blks_di
  ORDER BY total_exec_time DESC LIMIT 6
 """
 
+#: Each client backend of the database but this one: what it is doing now.
+WAITS = """
+SELECT pid, CASE WHEN state = 'active' THEN coalesce(wait_event_type || ':' || wait_event, 'CPU')
+                 ELSE state END
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid()
+   AND backend_type = 'client backend'
+"""
+#: A backend serving jobs is busy at least this share of its samples.
+BUSY = 0.5
+
 
 def fetch(sql: str, *params: Any) -> list[tuple[Any, ...]]:
     from django.db import connection
@@ -62,8 +84,35 @@ def counters() -> list[float]:
     return [float(value) for value in (*fetch(WAL)[0], *fetch(BLOCKS)[0])]
 
 
-def drain(workers: list[Worker], prefix: str, jobs: int) -> float:
-    """Enqueue ``jobs`` over jobs / 10 queues and wait until they settled; wall seconds."""
+class Waits:
+    """Samples of ``WAITS``, by backend and by what it was doing."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, collections.Counter[str]] = collections.defaultdict(
+            collections.Counter
+        )
+
+    def sample_for(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for pid, doing in fetch(WAITS):
+                self.seen[pid][doing] += 1
+
+    def report(self) -> list[str]:
+        """A line per busy backend: its samples' shares, the largest first."""
+        lines = []
+        for pid, doing in self.seen.items():
+            total = sum(doing.values())
+            if doing["idle"] > (1 - BUSY) * total:
+                continue
+            shares = ", ".join(f"{what} {n / total:.0%}" for what, n in doing.most_common(5))
+            lines.append(f"  backend {pid} ({total} samples): {shares}")
+        return lines
+
+
+def drain(workers: list[Worker], prefix: str, jobs: int, waits: Waits | None = None) -> float:
+    """Enqueue ``jobs`` over jobs / 10 queues and wait until they settled (sampling
+    ``waits`` meanwhile); wall seconds."""
     import django_watchdog as wd
 
     queues = max(1, jobs // 10)
@@ -76,12 +125,17 @@ def drain(workers: list[Worker], prefix: str, jobs: int) -> float:
         for worker in workers:
             if worker.process.poll() is not None:
                 raise RuntimeError(f"a worker exited with {worker.process.returncode}")
-        time.sleep(0.05)
+        if waits is None:
+            time.sleep(0.05)
+        else:
+            waits.sample_for(0.05)
     return time.perf_counter() - started
 
 
 def measure(options: argparse.Namespace) -> None:
-    workers = [Worker("postgres", options.database) for _ in range(options.workers)]
+    workers = [
+        Worker("postgres", options.database, bare=options.bare) for _ in range(options.workers)
+    ]
     statements = bool(fetch(HAS_STATEMENTS))
     runs: list[dict[str, float]] = []
     try:
@@ -97,7 +151,8 @@ def measure(options: argparse.Namespace) -> None:
             time.sleep(STATS_DELAY)
             before, served = counters(), server_cpu("postgres")
             cpu = sum(sum(w.cpu()) for w in workers)
-            wall = drain(workers, f"{options.tag}{rep}-", options.jobs)
+            waits = Waits() if options.waits else None
+            wall = drain(workers, f"{options.tag}{rep}-", options.jobs, waits)
             cpu = sum(sum(w.cpu()) for w in workers) - cpu
             served = server_cpu("postgres") - served
             time.sleep(STATS_DELAY)
@@ -111,6 +166,8 @@ def measure(options: argparse.Namespace) -> None:
             }
             runs.append(run)
             print(json.dumps({name: round(value, 3) for name, value in run.items()}))
+            if waits is not None:
+                print("\n".join(waits.report()))
             if statements:
                 for calls, ms, hit, read, dirtied, records, fpi, text in fetch(
                     STATEMENTS, options.jobs // 2
@@ -135,6 +192,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--vacuum", action="store_true", help="VACUUM (ANALYZE) before each")
     parser.add_argument("--tag", default=f"dc{os.getpid()}-", help="job id prefix")
+    parser.add_argument("--bare", action="store_true", help="the worker's statements, bare")
+    parser.add_argument("--waits", action="store_true", help="sample the backends' waits")
     options = parser.parse_args()
     os.environ.update(
         DJANGO_SETTINGS_MODULE="bench.settings",

@@ -416,6 +416,14 @@ def floor_jobs_system() -> dict[str, Any]:
     raise SystemExit(f"unknown op {OP}")
 
 
+def floor_worker_system() -> dict[str, Any]:
+    """The default worker's statements in a bare loop (PostgreSQL): its jobs watchdog's,
+    set up, reset and enqueued as watchdog's own are (``django_system``)."""
+    global SYSTEM
+    SYSTEM = "watchdog"
+    return django_system()
+
+
 def floor_mariadb(connection: Any) -> dict[str, Any]:
     """The floor's ops on MariaDB (a MySQLdb connection, one transaction per op)."""
     from bench import floor
@@ -448,6 +456,7 @@ def main() -> None:
         "floor_jobs": floor_jobs_system,
         "floor_chained": floor_system,
         "floor_jobs_chained": floor_jobs_system,
+        "floor_worker": floor_worker_system,
     }
     result = systems[SYSTEM]()
     sys.stdout.write(json.dumps(result) + "\n")

@@ -27,12 +27,23 @@ queue lock, no head readied, no feed, the claimed row's columns only. What the d
 worker costs beside it is what its guarantees and its Python cost; what it costs beside
 Celery is what a loop of that shape costs, on this table or on the smallest one.
 
-Run as ``python -m bench.floor postgres|mariadb|sqlite TARGET [--job-table] [--chained]``;
-stops on SIGTERM.
+``--worker-statements`` (PostgreSQL): the default worker's own statements with nothing
+else of it. Per job, the exchange a busy default worker sends (lock the job's queue;
+settle it and ready its queue's next head; claim the next job: the three statements as
+the store writes them, with the worker's parameters, sent together on libpq's pipeline,
+one implicit transaction), the rows taken as they come (no ``Job`` made of them), the tag
+stamped; no threads, no handler, no signals or log. Its jobs are watchdog's, enqueued by
+watchdog into serial queues (``bench.driver``'s ``floor_worker``). What the default worker
+costs beside it is what the worker's Python costs; what it costs beside the floors is what
+the statements that keep the worker's guarantees cost.
+
+Run as ``python -m bench.floor postgres|mariadb|sqlite TARGET [--job-table] [--chained]
+[--worker-statements]`` (``TARGET``: a database URL, or a SQLite file); stops on SIGTERM.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -111,6 +122,8 @@ UPDATE {JOB_TABLE} AS j SET state = 'running', ready = FALSE, claim_token = %(to
 RETURNING j.id, j.payload
 """
 IDLE_POLL = 0.005
+#: The loop's flags, each on PostgreSQL only.
+POSTGRES_ONLY = ("--job-table", "--chained", "--worker-statements")
 _stop = False
 
 
@@ -183,7 +196,64 @@ def run_chained(connection: Any, chain: str, settle: str) -> None:
         connection.execute(settle, (ran["ran"], ran["ran_token"]))
 
 
-def run_postgres(dsn: str, job_table: bool = False, chained: bool = False) -> None:
+#: The lane the worker's statements claim from, as ``bench/run`` starts watchdog's workers.
+WORKER_LANE = "bench"
+
+
+def run_worker_statements() -> None:
+    """The ``--worker-statements`` loop, on the database ``bench.settings`` names (the
+    environment ``bench/run`` gives a floor on watchdog's table)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    from django_watchdog.store import claims, rows, waits
+    from django_watchdog.store.dialects import dialect
+    from django_watchdog.store.dialects import postgres_claims as statements
+
+    store = dialect("default")
+    if not store.pipelined():
+        raise SystemExit("--worker-statements: the store would not send them together here")
+    partition = claims.Partition(lanes=(WORKER_LANE,))
+    quiet = claims.quiet_lanes(partition)
+    worker_id = f"floor-worker-{os.getpid()}"
+    columns = [rows.column_index(name) for name in ("job_id", "claim_token", "payload")]
+    ran: tuple[str, str] | None = None
+
+    def settle(job_id: str, token: str) -> list[tuple[str, Any]]:
+        params = {"outcome": "completed", "reason": None, "result": store.param_json(None)}
+        params |= {"traceback": None, "job_id": job_id, "claim_token": token}
+        return [
+            statements.lock_queue_of_job(job_id),
+            statements.settle_and_refresh(params, quiet),
+        ]
+
+    with waits.bounded():  # as the worker's settles are
+        while not _stop:
+            claim = claims.claim_statement(
+                "default", partition, token=claims.new_claim_token(), worker_id=worker_id
+            )
+            if ran is None:
+                taken = store.fetch(*claim)
+            else:
+                *_, taken = store.fetch_together([*settle(*ran), claim])
+            job_id, token, payload = (taken[0][c] for c in columns) if taken else (None,) * 3
+            if job_id is None:
+                ran = None
+                time.sleep(IDLE_POLL)
+                continue
+            stamp(payload and json.loads(payload))  # Django's connections load jsonb as text
+            ran = (job_id, token)
+        if ran is not None:
+            store.fetch_together(settle(*ran))
+
+
+def run_postgres(
+    dsn: str, job_table: bool = False, chained: bool = False, worker: bool = False
+) -> None:
+    if worker:
+        run_worker_statements()
+        return
     import psycopg
 
     if chained:
@@ -198,15 +268,19 @@ def run_postgres(dsn: str, job_table: bool = False, chained: bool = False) -> No
         run_locking(connection, *statements)
 
 
-def run_mariadb(url: str, job_table: bool = False, chained: bool = False) -> None:
-    if job_table or chained:
-        raise SystemExit("--job-table and --chained run on postgres only")
+def run_mariadb(
+    url: str, job_table: bool = False, chained: bool = False, worker: bool = False
+) -> None:
+    if job_table or chained or worker:
+        raise SystemExit(f"{' '.join(POSTGRES_ONLY)} run on postgres only")
     run_locking(connect_mariadb(url))
 
 
-def run_sqlite(path: str, job_table: bool = False, chained: bool = False) -> None:
-    if job_table or chained:
-        raise SystemExit("--job-table and --chained run on postgres only")
+def run_sqlite(
+    path: str, job_table: bool = False, chained: bool = False, worker: bool = False
+) -> None:
+    if job_table or chained or worker:
+        raise SystemExit(f"{' '.join(POSTGRES_ONLY)} run on postgres only")
     connection = connect_sqlite(path)
     while not _stop:
         token = secrets.token_hex(16)
@@ -226,13 +300,17 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     db, target, *flags = sys.argv[1:]
-    if not set(flags) <= {"--job-table", "--chained"} or len(set(flags)) < len(flags):
-        raise SystemExit(
-            f"usage: python -m bench.floor DB TARGET [--job-table] [--chained], not {flags}"
-        )
+    if not set(flags) <= set(POSTGRES_ONLY) or len(set(flags)) < len(flags):
+        usage = " ".join(f"[{flag}]" for flag in POSTGRES_ONLY)
+        raise SystemExit(f"usage: python -m bench.floor DB TARGET {usage}, not {flags}")
     os.environ.setdefault("BENCH_STAMP_FILE", "/dev/null")
     run = {"postgres": run_postgres, "mariadb": run_mariadb, "sqlite": run_sqlite}[db]
-    run(target, job_table="--job-table" in flags, chained="--chained" in flags)
+    run(
+        target,
+        job_table="--job-table" in flags,
+        chained="--chained" in flags,
+        worker="--worker-statements" in flags,
+    )
 
 
 if __name__ == "__main__":

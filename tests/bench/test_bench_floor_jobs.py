@@ -62,18 +62,23 @@ def job_states(name: str) -> tuple[dict[str, int], list[tuple[int]]]:
     return states, attempts
 
 
-@pytest.mark.timeout(600)
-def test_the_floor_drains_watchdogs_job_table(tmp_path, floor_jobs_database):
+def assert_drained(tmp_path: Any, system: str, label: str, database: str) -> None:
+    """The smoke run of ``system`` drained and printed its column (``label``), and left the
+    last drain's rows of ``database`` settled once each, none claimed twice."""
     done, run = smoke.run(
-        tmp_path, SUFFIX, "--db", "postgres", "--only", "floor_jobs", "--workloads", "drain"
+        tmp_path, SUFFIX, "--db", "postgres", "--only", system, "--workloads", "drain"
     )
     assert run["failures"] == [], run["failures"]
-    assert run["results"]["postgres"]["floor_jobs"]["drain_p2_c1"]["median"] > 0
-    assert "| floor on watchdog's table |" in done.stdout
-    states, attempts = job_states(floor_jobs_database)
-    # The last drain's rows, as the loop left them: settled once each, none claimed twice.
+    assert run["results"]["postgres"][system]["drain_p2_c1"]["median"] > 0
+    assert f"| {label} |" in done.stdout
+    states, attempts = job_states(database)
     assert set(states) == {"settled/completed"}, states
     assert attempts == [(1,)]
+
+
+@pytest.mark.timeout(600)
+def test_the_floor_drains_watchdogs_job_table(tmp_path, floor_jobs_database):
+    assert_drained(tmp_path, "floor_jobs", "floor on watchdog's table", floor_jobs_database)
 
 
 @pytest.mark.timeout(600)
@@ -101,3 +106,27 @@ def test_the_chained_floors_drain_their_tables(
     with connect(floor_chained_database) as connection:
         left = connection.execute("SELECT state, count(*) FROM bench_floor GROUP BY 1").fetchall()
     assert [state for state, _ in left] == ["done"], left
+
+
+floor_worker_database = dropped_after("floor_worker")
+
+
+@pytest.mark.timeout(600)
+def test_the_workers_statements_drain_watchdogs_serial_queues(tmp_path, floor_worker_database):
+    """``bench.floor --worker-statements``: the default worker's exchange in a bare loop,
+    on jobs watchdog enqueued over serial queues. Each job settles once, completed, and a
+    queue's jobs run one after another, in their order (the statements keep the queue's
+    head, with nothing of the worker around them)."""
+    assert_drained(tmp_path, "floor_worker", "the worker's statements, bare", floor_worker_database)
+    with connect(floor_worker_database) as connection:
+        overlapping = connection.execute(
+            """SELECT count(*) FROM (
+                   SELECT started_at, lag(settled_at) OVER by_queue AS before,
+                          position, lag(position) OVER by_queue AS position_before
+                     FROM watchdog_job WINDOW by_queue AS (PARTITION BY queue ORDER BY started_at)
+               ) AS runs
+             WHERE started_at < before OR position < position_before"""
+        ).fetchone()[0]
+        queues = connection.execute("SELECT count(DISTINCT queue) FROM watchdog_job").fetchone()
+    assert overlapping == 0
+    assert queues[0] > 1
