@@ -158,11 +158,12 @@ class Worker:
             BENCH_DB_NAME=db_name,
             BENCH_STAMP_FILE=os.devnull,
         )
-        lanes = [] if every_lane else ["--lane", LANE]
-        command = [sys.executable, "-m", "django", "watchdog_worker", *lanes]
-        command += ["--log-level", "WARNING"]
         if bare:
             command = [sys.executable, "-m", "bench.floor", db, db_name, "--worker-statements"]
+        else:
+            lanes = [] if every_lane else ["--lane", LANE]
+            command = [sys.executable, "-m", "django", "watchdog_worker", *lanes]
+            command += ["--log-level", "WARNING"]
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
         self.pid = self.process.pid
 

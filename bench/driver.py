@@ -83,11 +83,11 @@ def latency(enqueue_one: Callable[[str, int], float]) -> dict[str, Any]:
 ADMIN_OPS = ("flat_reads",)
 
 
-def django_system() -> dict[str, Any]:
+def django_system(system: str = SYSTEM) -> dict[str, Any]:
     os.environ["DJANGO_SETTINGS_MODULE"] = (
         "bench.admin_settings" if OP in ADMIN_OPS else "bench.settings"
     )
-    os.environ["BENCH_SYSTEM"] = SYSTEM
+    os.environ["BENCH_SYSTEM"] = system
     os.environ["BENCH_DB"] = DB
     import django
 
@@ -98,7 +98,7 @@ def django_system() -> dict[str, Any]:
     if OP == "setup":
         call_command("migrate", verbosity=0)
         return {}
-    if SYSTEM == "watchdog":
+    if system == "watchdog":
         import django_watchdog as wd
 
         def enqueue(tag: str, i: int, queues: int = 0) -> None:
@@ -145,12 +145,12 @@ def django_system() -> dict[str, Any]:
     if OP == "enqueue_counted":
         from bench import cpu_per_enqueue
 
-        return cpu_per_enqueue.counted(SYSTEM, singles, WARM_UP, settle_heap)
+        return cpu_per_enqueue.counted(system, singles, WARM_UP, settle_heap)
     if OP in ("enqueue_bulk", "prefill"):
 
         def bulk(tag: str, n: int) -> None:
             queues = ARGS.get("queues", 0)
-            if SYSTEM == "watchdog":
+            if system == "watchdog":
                 # watchdog's bulk API: one transaction, one INSERT on PostgreSQL. A call
                 # takes at most MAX_BULK jobs: more (the prune's feeder, at a fast drain
                 # rate) go as several calls in one transaction.
@@ -418,10 +418,8 @@ def floor_jobs_system() -> dict[str, Any]:
 
 def floor_worker_system() -> dict[str, Any]:
     """The default worker's statements in a bare loop (PostgreSQL): its jobs watchdog's,
-    set up, reset and enqueued as watchdog's own are (``django_system``)."""
-    global SYSTEM
-    SYSTEM = "watchdog"
-    return django_system()
+    set up, reset and enqueued as watchdog's own are."""
+    return django_system("watchdog")
 
 
 def floor_mariadb(connection: Any) -> dict[str, Any]:
