@@ -33,7 +33,8 @@ settle it and ready its queue's next head; claim the next job: the three stateme
 the store writes them, with the worker's parameters, sent together on libpq's pipeline,
 one implicit transaction), the rows taken as they come (no ``Job`` made of them), the tag
 stamped; no threads, no handler, no signals or log. Its jobs are watchdog's, enqueued by
-watchdog into serial queues (``bench.driver``'s ``floor_worker``). What the default worker
+watchdog into serial queues (``bench.driver``'s ``floor_worker``), in the database
+``bench.settings`` names (``BENCH_DB_NAME``; ``TARGET`` is not read). What the default worker
 costs beside it is what the worker's Python costs; what it costs beside the floors is what
 the statements that keep the worker's guarantees cost.
 
