@@ -300,12 +300,15 @@ def run_sqlite(
 def main() -> None:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
-    db, target, *flags = sys.argv[1:]
-    if not set(flags) <= set(POSTGRES_ONLY) or len(set(flags)) < len(flags):
+    runs = {"postgres": run_postgres, "mariadb": run_mariadb, "sqlite": run_sqlite}
+    db, target, *flags = sys.argv[1:] if len(sys.argv) > 2 else ("", "")
+    if db not in runs or not set(flags) <= set(POSTGRES_ONLY) or len(set(flags)) < len(flags):
         usage = " ".join(f"[{flag}]" for flag in POSTGRES_ONLY)
-        raise SystemExit(f"usage: python -m bench.floor DB TARGET {usage}, not {flags}")
+        raise SystemExit(
+            f"usage: python -m bench.floor {'|'.join(runs)} TARGET {usage}, not {sys.argv[1:]}"
+        )
     os.environ.setdefault("BENCH_STAMP_FILE", "/dev/null")
-    run = {"postgres": run_postgres, "mariadb": run_mariadb, "sqlite": run_sqlite}[db]
+    run = runs[db]
     run(
         target,
         job_table="--job-table" in flags,
