@@ -130,7 +130,7 @@ def claim(lanes: LaneTerms, limit: int) -> str:
     return f"""
 WITH candidate AS ({candidates}
 ),
-picked AS ({common.picked("candidate", also=", address")}),
+picked AS ({_picked(limit)}),
 claimed AS (
     UPDATE watchdog_job AS taken SET {common.claim_set(NOW)}
       FROM picked
@@ -141,6 +141,15 @@ claimed AS (
 SELECT claimed.* FROM (VALUES (1)) AS one LEFT JOIN claimed ON TRUE
  WHERE claimed.id IS NOT NULL OR EXISTS ({probe})
 """
+
+
+def _picked(limit: int) -> str:
+    """``common.picked`` of the candidates, with their addresses. A claim of one has one
+    candidate at most, which it takes (cancelled or not, it is the best of its queue):
+    no ranking, whose two window aggregates and sort PostgreSQL sets up on every run."""
+    if limit == 1:
+        return "SELECT id, cancelled, 1 AS n, address FROM candidate"
+    return common.picked("candidate", also=", address")
 
 
 def _queue_of_candidate(limit: int) -> str:
@@ -274,19 +283,18 @@ CROSS JOIN LATERAL (
 #: The head, its ready flag and the displaced head's, in one round trip.
 REFRESH_HEAD = f"WITH {refresh(HEAD)} SELECT * FROM head"
 #: Settle, pick the settled job's queue's next head and mark it ready, in one round trip.
-#: The statement's snapshot still shows the settling job running, so the head query skips
-#: it; every other row of the queue is current because the queue's lock is held (taken by
-#: an earlier statement). The queue is the settled row's: the statement needs nothing the
-#: lock's answer says, so both can go to the server together (``settle_and_claim_alone``).
-#: A settle enters no job, so the head it readies displaces none: no update for that (each
-#: one a statement carries costs PostgreSQL its set-up on every run, used or not).
+#: The head query reads no running job: the settling job was its queue's only one (its
+#: snapshot still shows it running); every other row of the queue is current because the
+#: queue's lock is held (taken by an earlier statement). The queue is the settled row's:
+#: the statement needs nothing the lock's answer says, so both can go to the server
+#: together (``settle_and_claim_alone``). A settle enters no job, so the head it readies
+#: displaces none: no update for that (each one a statement carries costs PostgreSQL its
+#: set-up on every run, used or not).
 SETTLE_AND_REFRESH = f"""
 WITH settled AS ({SETTLE}),
 {
     refresh(
-        common.head(
-            is_unset, queue="(SELECT queue FROM settled)", not_settling="AND job_id <> %(job_id)s"
-        ),
+        common.head(is_unset, queue="(SELECT queue FROM settled)", running=False),
         only_if="AND EXISTS (SELECT 1 FROM settled)",
         displaces=False,
     )
