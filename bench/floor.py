@@ -32,7 +32,10 @@ else of it. Per job, the exchange a busy default worker sends (lock the job's qu
 settle it and ready its queue's next head; claim the next job: the three statements as
 the store writes them, with the worker's parameters, sent together on libpq's pipeline,
 one implicit transaction), the rows taken as they come (no ``Job`` made of them), the tag
-stamped; no threads, no handler, no signals or log. Its jobs are watchdog's, enqueued by
+stamped; no threads, no handler, no signals or log. A claim that passed a claimable job
+over (its queue locked, or the job taken first by another loop: its row of NULLs) is sent
+again at once, as the worker's main loop claims again at once; only a claim that found
+nothing waits for the next poll. Its jobs are watchdog's, enqueued by
 watchdog into serial queues (``bench.driver``'s ``floor_worker``), in the database
 ``bench.settings`` names (``BENCH_DB_NAME``; ``TARGET`` is not read). What the default worker
 costs beside it is what the worker's Python costs; what it costs beside the floors is what
@@ -241,7 +244,8 @@ def run_worker_statements() -> None:
             job_id, token, payload = (taken[0][c] for c in columns) if taken else (None,) * 3
             if job_id is None:
                 ran = None
-                time.sleep(IDLE_POLL)
+                if not taken:  # nothing claimable (a row of NULLs: one was passed over)
+                    time.sleep(IDLE_POLL)
                 continue
             stamp(payload and json.loads(payload))  # Django's connections load jsonb as text
             ran = (job_id, token)

@@ -56,3 +56,46 @@ def table_rows(printed: str, labels: tuple[str, ...]) -> dict[str, list[str]]:
         if cells[0] in labels:
             rows[cells[0]] = cells[1:]
     return rows
+
+
+def scratch_database(prefix: str) -> Any:
+    """A fixture: the name of the scratch database a tool drops and creates (``prefix``
+    plus the test run's suffix and ``_smoke``), dropped after the test."""
+
+    @pytest.fixture
+    def database() -> Any:
+        import psycopg
+
+        name = prefix + os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "") + "_smoke"
+        yield name
+        with psycopg.connect(host="127.0.0.1", user="postgres", autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    return database
+
+
+def run_tool(module: str, database: str, prefix: str, *arguments: str) -> str:
+    """``python -m MODULE ARGUMENTS`` on the scratch ``database`` (named ``prefix`` plus a
+    suffix, passed as ``BENCH_DB_SUFFIX``); what it printed, once it exited 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *arguments],
+        cwd=ROOT,
+        env={**os.environ, "BENCH_DB_SUFFIX": database.removeprefix(prefix)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+#: Runs of a serial queue that started before the run before them settled, or out of their
+#: queue's order: none, where a loop keeps its queues' heads.
+RUNS_OUT_OF_ORDER = """
+SELECT count(*) FROM (
+    SELECT started_at, lag(settled_at) OVER by_queue AS before,
+           position, lag(position) OVER by_queue AS position_before
+      FROM watchdog_job WINDOW by_queue AS (PARTITION BY queue ORDER BY started_at)
+) AS runs
+ WHERE started_at < before OR position < position_before
+"""

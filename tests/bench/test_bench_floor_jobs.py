@@ -119,14 +119,7 @@ def test_the_workers_statements_drain_watchdogs_serial_queues(tmp_path, floor_wo
     head, with nothing of the worker around them)."""
     assert_drained(tmp_path, "floor_worker", "the worker's statements, bare", floor_worker_database)
     with connect(floor_worker_database) as connection:
-        overlapping = connection.execute(
-            """SELECT count(*) FROM (
-                   SELECT started_at, lag(settled_at) OVER by_queue AS before,
-                          position, lag(position) OVER by_queue AS position_before
-                     FROM watchdog_job WINDOW by_queue AS (PARTITION BY queue ORDER BY started_at)
-               ) AS runs
-             WHERE started_at < before OR position < position_before"""
-        ).fetchone()[0]
+        overlapping = connection.execute(smoke.RUNS_OUT_OF_ORDER).fetchone()[0]
         queues = connection.execute("SELECT count(DISTINCT queue) FROM watchdog_job").fetchone()
     assert overlapping == 0
     assert queues[0] > 1

@@ -3,16 +3,12 @@ table three ways (the fifteen ``CHECK``\\s, migration 0018's one constraint, non
 rows in each, and prints a row of figures per copy. Tiny counts: it proves the tool runs
 and that the copies hold what they stand for, its figures mean nothing."""
 
-import os
-import subprocess
-import sys
-
 import psycopg
 import pytest
 
 from tests.bench import smoke
 
-NAME = "watchdog_rule_costs" + os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "") + "_smoke"
+PREFIX = "watchdog_rule_costs"
 LABELS = (
     "the 15 CHECK constraints",
     "one constraint calling watchdog_job_broken_rule",
@@ -22,27 +18,13 @@ LABELS = (
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres_only]
 
 
-@pytest.fixture
-def scratch():
-    """The tool's database, dropped afterwards (the tool drops and creates it first)."""
-    yield NAME
-    with psycopg.connect(host="127.0.0.1", user="postgres", autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {NAME} WITH (FORCE)")
+scratch = smoke.scratch_database(PREFIX)
 
 
 @pytest.mark.timeout(300)
 def test_prints_each_variant_and_its_copies_hold_their_rules(scratch):
-    suffix = scratch.removeprefix("watchdog_rule_costs")
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.rule_costs", "--chunks", "1", "--rows", "20"],
-        cwd=smoke.ROOT,
-        env={**os.environ, "BENCH_DB_SUFFIX": suffix},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = smoke.table_rows(done.stdout, LABELS)
+    printed = smoke.run_tool("bench.rule_costs", scratch, PREFIX, "--chunks", "1", "--rows", "20")
+    rows = smoke.table_rows(printed, LABELS)
     assert list(rows) == list(LABELS)
     for label, cells in rows.items():
         assert len(cells) == 2 and all(float(c.split(",")[0]) > 0 for c in cells), (label, cells)
