@@ -45,6 +45,8 @@ def failure_reason(error: BaseException) -> str:
 
 def unstorable_result(value: Any) -> str | None:
     """Why no database can store ``value`` as a JSON result; ``None`` if every one can."""
+    if value is None or value is True or value is False:  # most handlers return nothing
+        return None
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except RecursionError:

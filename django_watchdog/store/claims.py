@@ -7,9 +7,11 @@ on (job, state, claim token): zero rows is a reported conflict, never an overwri
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from django.db import connections, transaction
@@ -29,12 +31,19 @@ CLAIM_ATTEMPTS = 4
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Partition:
-    """The lanes a worker serves: only ``lanes`` (if any), never ``exclude_lanes``."""
+    """The lanes a worker serves: only ``lanes`` (if any), never ``exclude_lanes``. Both
+    are held as tuples, whatever sequence was given, so a partition is hashable: what a
+    claim derives from it is made once per partition."""
 
     lanes: tuple[str, ...] = ()
     exclude_lanes: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lanes", tuple(self.lanes))
+        object.__setattr__(self, "exclude_lanes", tuple(self.exclude_lanes))
 
+
+@lru_cache(maxsize=256)
 def quiet_lanes(claim_next: Partition | None) -> QuietLanes:
     """The lanes a settle need not wake, for a worker that claims on from ``claim_next`` in
     the same transaction (``None``: it claims nothing, so every lane is woken): the lanes it
@@ -99,8 +108,12 @@ def claim_transaction(using: str) -> AbstractContextManager[Any]:
     return dialect(using).claim_transaction(announcing=heads.listening())
 
 
-def _lanes(partition: Partition) -> tuple[LaneTerms, dict[str, str]]:
-    return lane_terms(partition.lanes, partition.exclude_lanes)
+@lru_cache(maxsize=256)
+def _lanes(partition: Partition) -> tuple[LaneTerms, Mapping[str, str]]:
+    """The partition's lane terms and the parameters they bind, made once per partition
+    (a worker claims from one partition for its whole life); read-only, as shared."""
+    terms, params = lane_terms(partition.lanes, partition.exclude_lanes)
+    return terms, MappingProxyType(params)
 
 
 def ready_probe(using: str, partition: Partition) -> tuple[object, ...] | None:
@@ -264,7 +277,7 @@ def settle(
     busy = quiet_lanes(claim_next)
     if claim_next is not None and _alone(using, decision):
         together = _settle_and_claim_alone(
-            using, job_id, claim_token, decision, claim_next, worker_id, token
+            using, job_id, claim_token, decision, claim_next, busy, worker_id, token
         )
         if together is not None:
             return together
@@ -361,6 +374,7 @@ def _settle_and_claim_alone(
     claim_token: str,
     decision: Decision,
     claim_next: Partition,
+    quiet: QuietLanes,
     worker_id: str | None,
     token: str | None,
 ) -> tuple[SettleResult, ClaimResult | WatchdogError | None] | None:
@@ -369,9 +383,7 @@ def _settle_and_claim_alone(
     (nothing was sent)."""
     terms, claim_params = _claim_terms(using, claim_next, token or new_claim_token(), worker_id, 1)
     params = _settle_params(using, job_id, claim_token, decision)
-    answers = dialect(using).settle_and_claim_alone(
-        params, quiet_lanes(claim_next), terms, claim_params
-    )
+    answers = dialect(using).settle_and_claim_alone(params, quiet, terms, claim_params)
     if answers is None:
         return None
     found, claim_rows = answers

@@ -187,3 +187,9 @@ def test_after_failure_retries_with_the_policys_backoff_until_its_attempts_are_s
         _raised(OutcomeUnknown("?")), policy=policy, attempts=1, cancel_requested=False, now=now
     )
     assert (unknown.outcome, unknown.retry_at) == (Outcome.OUTCOME_UNKNOWN, None)
+
+
+@pytest.mark.parametrize("value", [None, True, False])
+def test_nothing_and_booleans_are_stored_as_returned(value: Any) -> None:
+    decision, warning = decisions.from_return(value)
+    assert warning is None and decision.result is value and decision.traceback is None

@@ -157,6 +157,10 @@ class Dialect:
         """Whether ``fetch_together`` sends its statements in one exchange."""
         return False
 
+    def fetch_pipelined(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """``fetch_together`` for a caller that has found it ``pipelined``: not asked again."""
+        return self.fetch_together(statements)
+
     def fast_path(self) -> bool:
         """Whether statements may run on a driver cursor (see the module docstring)."""
         return True

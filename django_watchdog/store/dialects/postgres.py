@@ -153,6 +153,11 @@ class PostgresDialect(PostgresClaims, PostgresEnqueue, PostgresUpkeep):
         transaction: committed whole, or rolled back whole by an error."""
         if not self.pipelined():
             return super().fetch_together(statements)
+        return self.fetch_pipelined(statements)
+
+    def fetch_pipelined(self, statements: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """``fetch_together`` for a caller that has found it ``pipelined``: not asked again
+        (its settings read twice per job otherwise)."""
         if (exchanged := self._exchanged(statements)) is not None:
             return exchanged
         connection = self.connection

@@ -433,13 +433,13 @@ class PostgresClaims(Dialect):
     ) -> tuple[tuple[Row, Row | None] | None, list[Row]] | None:
         """Lock the settling job's queue, settle it and ready the queue's next head
         (``settle_and_refresh``), then claim (``claim``): the three statements sent
-        together (``fetch_together``), one exchange and one implicit transaction, which the
+        together (``fetch_pipelined``), one exchange and one implicit transaction, which the
         server commits on its own; each statement starts once the one before has finished,
         so the settle's snapshot follows the lock. ``None`` where they cannot go together
         (``pipelined``): nothing was sent."""
         if not self.pipelined():
             return None
-        _, settled, claimed = self.fetch_together(
+        _, settled, claimed = self.fetch_pipelined(
             [
                 lock_queue_of_job(str(params["job_id"])),
                 settle_and_refresh(params, quiet),

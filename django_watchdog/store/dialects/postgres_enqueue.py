@@ -253,7 +253,7 @@ class PostgresEnqueue(Dialect):
         """Hold the job's queue (lock it, or create it), then insert the job and settle the
         head in a statement whose snapshot follows the lock (``insert_with_heads``; into a
         queue just created nothing else is there, so the job is its head): both sent
-        together (``fetch_together``), one exchange and one implicit transaction.
+        together (``fetch_pipelined``), one exchange and one implicit transaction.
 
         A taken id inserts nothing, changes no head and, into a queue created here, deletes
         that queue again (``UNDO_NEW_QUEUE``): the answer is empty and the implicit
@@ -266,7 +266,7 @@ class PostgresEnqueue(Dialect):
             "created_at": self.param_datetime(now),
             "channel": setting("NOTIFY_CHANNEL"),
         }
-        _, inserted = self.fetch_together(
+        _, inserted = self.fetch_pipelined(
             [(HOLD_QUEUE, params), (INSERT_WITH_HEAD_OR_UNDO, params)]
         )
         if inserted:
