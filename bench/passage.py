@@ -278,10 +278,12 @@ def measure(options: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=4000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--procs", type=int, default=2)
-    parser.add_argument("--sync-off", action="store_true", help="synchronous_commit off")
+    parser.add_argument("--jobs", type=int, default=4000, help="jobs a drain, ten a queue")
+    parser.add_argument("--repeat", type=int, default=3, help="drains of each loop")
+    parser.add_argument("--procs", type=int, default=2, help="loops draining together")
+    parser.add_argument(
+        "--sync-off", action="store_true", help="the loops' sessions: synchronous_commit off"
+    )
     parser.add_argument("--loop", choices=MODES, help=argparse.SUPPRESS)
     options = parser.parse_args()
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"  # not a caller's (a test run's)
