@@ -185,20 +185,19 @@ PRIOR = (
 )
 
 
-def head(
-    is_unset: Flag, queue: str = "%(queue)s", not_settling: str = "", *, running: bool = True
-) -> str:
+def head(is_unset: Flag, queue: str = "%(queue)s", *, running: bool = True) -> str:
     """The queue-head rule, as one row (rank, id, job_id, cancellation_id, ready, lane) of
-    ``queue``: its running job (rank 0; ``not_settling`` may exclude one), else its job
-    waiting to retry (rank 1, it keeps its place), else its best queued job (rank 2) by
-    priority, then position. Delayed jobs not yet due are not in the order.
+    ``queue``: its running job (rank 0), else its job waiting to retry (rank 1, it keeps
+    its place), else its best queued job (rank 2) by priority, then position. Delayed jobs
+    not yet due are not in the order.
 
     Without ``running``, the rule as it stands once the queue's running job settles: a
     queue runs one job at a time (a unique index holds it), so a statement that settles
-    that job, under the queue's lock, has no other running job to look for."""
+    that job, under the queue's lock, has no other running job to look for (its snapshot
+    still shows the settling one)."""
     running_rank = f"""
     SELECT 0 AS rank, id, job_id, cancellation_id, ready, lane
-      FROM watchdog_job WHERE queue = {queue} AND state = 'running' {not_settling}
+      FROM watchdog_job WHERE queue = {queue} AND state = 'running'
     UNION ALL"""
     return f"""
 SELECT rank, id, job_id, cancellation_id, ready, lane FROM ({running_rank if running else ""}

@@ -318,9 +318,7 @@ settled AS (
 ),
 head AS (
     SELECT h.* FROM (SELECT DISTINCT queue FROM settled) AS s
-    CROSS JOIN LATERAL ({
-    common.head(is_unset, queue="s.queue", not_settling="AND job_id <> ALL(%(job_id)s::text[])")
-}) AS h
+    CROSS JOIN LATERAL ({common.head(is_unset, queue="s.queue", running=False)}) AS h
 ),
 marked AS (
     UPDATE watchdog_job SET ready = TRUE FROM head
