@@ -43,11 +43,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.drain_counts import fetch
+from bench.floor import WORKER_LANE as LANE
+
 DB_NAME = "watchdog_passage_bench"
 ROOT = Path(__file__).resolve().parent.parent
-LANE = "bench"
 MODES = ("statements", "passage")
-IDLE_POLL = 0.005
 
 CREATE_PASSAGE = """
 CREATE TABLE watchdog_passage (
@@ -153,6 +154,7 @@ def _on_term(signum: int, frame: object) -> None:
 def run_passage() -> None:
     """The prototype's loop, until SIGTERM: each job's exchange settles the one it ran last
     and claims the next, as ``bench.floor --worker-statements`` does with the store's."""
+    from bench.floor import IDLE_POLL
     from bench.stamp import stamp
     from django_watchdog.store import waits
     from django_watchdog.store.dialects import dialect
@@ -160,16 +162,18 @@ def run_passage() -> None:
     store = dialect("default")
     worker = f"passage-{os.getpid()}"
     ran: tuple[int, str] | None = None
+
+    def settle(job: int, token: str) -> list[tuple[str, Any]]:
+        params = {"id": job, "token": token, "result": store.param_json(None)}
+        return [(LOCK_QUEUE_OF_JOB, {"id": job}), (SETTLE_AND_REFRESH, params)]
+
     with waits.bounded():
         while not _stop:
             claim = (CLAIM, {"lane": LANE, "token": secrets.token_urlsafe(24), "worker": worker})
             if ran is None:
                 taken = store.fetch(*claim)
             else:
-                settle = {"id": ran[0], "token": ran[1], "result": store.param_json(None)}
-                *_, taken = store.fetch_together(
-                    [(LOCK_QUEUE_OF_JOB, {"id": ran[0]}), (SETTLE_AND_REFRESH, settle), claim]
-                )
+                *_, taken = store.fetch_together([*settle(*ran), claim])
             job, payload, token = taken[0] if taken else (None, None, None)
             if job is None:
                 ran = None
@@ -179,18 +183,7 @@ def run_passage() -> None:
             stamp(payload and json.loads(payload))
             ran = (job, token)
         if ran is not None:
-            settle = {"id": ran[0], "token": ran[1], "result": store.param_json(None)}
-            store.fetch_together(
-                [(LOCK_QUEUE_OF_JOB, {"id": ran[0]}), (SETTLE_AND_REFRESH, settle)]
-            )
-
-
-def fetch(sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return list(cursor.fetchall()) if cursor.description else []
+            store.fetch_together(settle(*ran))
 
 
 def drain(mode: str, procs: int, jobs: int, sync_off: bool) -> dict[str, float]:

@@ -58,15 +58,19 @@ def table_rows(printed: str, labels: tuple[str, ...]) -> dict[str, list[str]]:
     return rows
 
 
+#: What a tool run from a test appends to its scratch database's name (``BENCH_DB_SUFFIX``).
+TOOL_SUFFIX = os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "") + "_smoke"
+
+
 def scratch_database(prefix: str) -> Any:
-    """A fixture: the name of the scratch database a tool drops and creates (``prefix``
-    plus the test run's suffix and ``_smoke``), dropped after the test."""
+    """A fixture: the name of the scratch database a tool run by ``run_tool`` drops and
+    creates (``prefix`` plus ``TOOL_SUFFIX``), dropped after the test."""
 
     @pytest.fixture
     def database() -> Any:
         import psycopg
 
-        name = prefix + os.environ.get("WATCHDOG_TEST_DB_SUFFIX", "") + "_smoke"
+        name = prefix + TOOL_SUFFIX
         yield name
         with psycopg.connect(host="127.0.0.1", user="postgres", autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
@@ -74,13 +78,13 @@ def scratch_database(prefix: str) -> Any:
     return database
 
 
-def run_tool(module: str, database: str, prefix: str, *arguments: str) -> str:
-    """``python -m MODULE ARGUMENTS`` on the scratch ``database`` (named ``prefix`` plus a
-    suffix, passed as ``BENCH_DB_SUFFIX``); what it printed, once it exited 0."""
+def run_tool(module: str, *arguments: str) -> str:
+    """``python -m MODULE ARGUMENTS``, its scratch database's name suffixed with
+    ``TOOL_SUFFIX``; what it printed, once it exited 0."""
     done = subprocess.run(
         [sys.executable, "-m", module, *arguments],
         cwd=ROOT,
-        env={**os.environ, "BENCH_DB_SUFFIX": database.removeprefix(prefix)},
+        env={**os.environ, "BENCH_DB_SUFFIX": TOOL_SUFFIX},
         capture_output=True,
         text=True,
         timeout=240,

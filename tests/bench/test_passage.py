@@ -19,7 +19,7 @@ scratch = smoke.scratch_database(PREFIX)
 
 @pytest.mark.timeout(300)
 def test_both_loops_drain_serial_queues_in_order(scratch):
-    printed = smoke.run_tool("bench.passage", scratch, PREFIX, "--jobs", "300", "--repeat", "1")
+    printed = smoke.run_tool("bench.passage", "--jobs", "300", "--repeat", "1")
     rows = smoke.table_rows(printed, LABELS)
     assert list(rows) == list(LABELS)
     assert all(float(cells[0].replace(",", "")) > 0 for cells in rows.values()), rows

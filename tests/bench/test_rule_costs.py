@@ -23,7 +23,7 @@ scratch = smoke.scratch_database(PREFIX)
 
 @pytest.mark.timeout(300)
 def test_prints_each_variant_and_its_copies_hold_their_rules(scratch):
-    printed = smoke.run_tool("bench.rule_costs", scratch, PREFIX, "--chunks", "1", "--rows", "20")
+    printed = smoke.run_tool("bench.rule_costs", "--chunks", "1", "--rows", "20")
     rows = smoke.table_rows(printed, LABELS)
     assert list(rows) == list(LABELS)
     for label, cells in rows.items():
