@@ -1,4 +1,5 @@
-"""Work every worker does on the side of claiming: periodic schedules and retention.
+"""Work every worker does on the side of claiming: periodic schedules, retention, and
+statistics for tables the database has none of.
 
 A step that fails (a setting that overflows, a database error) is logged and backed off on
 its own; it never raises into the worker's loop, so claiming, recovery and timeouts go on.
@@ -23,6 +24,9 @@ from .schedules import FireFunction, Schedule, Scheduler, database_fire
 PRUNE_INTERVAL = 60.0
 #: Batches one pass deletes at most, so pruning never holds up claiming for long.
 PRUNE_BATCHES_PER_PASS = 5
+#: Seconds between a worker's looks for watchdog's tables the database has no statistics of
+#: (``store.statistics``), until none is left to wait for.
+STATISTICS_INTERVAL = 10.0
 #: Longest wait before a failing housekeeping step is tried again.
 FAILED_STEP_BACKOFF_MAX = PRUNE_INTERVAL
 
@@ -52,16 +56,47 @@ class Housekeeping:
         self.clock = clock
         self.scheduler = Scheduler(schedules or {}, fire or database_fire(store))
         self._next_prune = 0.0
+        self._next_statistics = 0.0
+        #: Whether every table has statistics, or is one this worker may not analyze.
+        self._statistics_settled = False
+        self._refused: set[str] = set()
         #: Per step: its backoff, and the monotonic time before which it is not retried.
         self._failing: dict[str, tuple[Backoff, float]] = {}
 
     def run_due(self) -> None:
-        """Enqueue due schedule ticks; prune settled jobs if retention is on and due.
+        """Enqueue due schedule ticks; prune settled jobs if retention is on and due;
+        analyze the tables the database has no statistics of, if due.
 
         Never raises: a failing step is logged and skipped until its backoff has passed.
         """
         self._step("schedules", lambda: self.scheduler.run_due(self.clock.now()))
         self._step("retention", self._prune_if_due)
+        self._step("statistics", self._analyze_if_due)
+
+    def _analyze_if_due(self) -> None:
+        """Every ``STATISTICS_INTERVAL`` until every table has statistics (or is refused):
+        analyze those that have none once grown, and say so, as it means autovacuum has
+        not looked at them (or is off)."""
+        if self._statistics_settled or self.clock.monotonic() < self._next_statistics:
+            return
+        found = self.store.analyze_unanalyzed(skip=self._refused)
+        if found.analyzed:
+            events.log(
+                logging.WARNING,
+                "tables_analyzed",
+                tables=",".join(found.analyzed),
+                reason="no statistics: autovacuum has not analyzed them, or is off",
+            )
+        if found.refused:
+            self._refused.update(found.refused)
+            events.log(
+                logging.WARNING,
+                "analyze_refused",
+                tables=",".join(found.refused),
+                reason="no statistics, and this role may not analyze them: run ANALYZE",
+            )
+        self._statistics_settled = not found.waiting
+        self._next_statistics = self.clock.monotonic() + STATISTICS_INTERVAL
 
     def _prune_if_due(self) -> None:
         age = retention()

@@ -6,7 +6,7 @@ handler registry's options) and the unit tests hand in fakes that declare these 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -15,6 +15,7 @@ from ..domain.retries import RetryPolicy
 from ..domain.values import ClaimResult, Decision, ReconcileResult, SettleResult
 from ..store.batches import Settlement
 from ..store.claims import Partition
+from ..store.statistics import Analyzed
 from ..store.workers import Registered
 
 if TYPE_CHECKING:
@@ -168,6 +169,11 @@ class HousekeepingStore(Protocol):
 
     def forget_idle_task_queues(self) -> int:
         """Delete a batch of task queue rows no job names; how many."""
+        ...
+
+    def analyze_unanalyzed(self, *, skip: Collection[str] = ()) -> Analyzed:
+        """Analyze the tables the database has no statistics of, once big enough, but
+        those in ``skip``; what it found."""
         ...
 
 

@@ -19,7 +19,7 @@ transaction (``store.deadlocks``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any, Concatenate
@@ -55,6 +55,7 @@ from . import (
     reruns,
     retention,
     schedules,
+    statistics,
     twins,
     waits,
     workers,
@@ -65,6 +66,7 @@ from .enqueue import NewJob
 from .enqueue import enqueue as enqueue_job
 from .enqueue import enqueue_many as enqueue_jobs
 from .retention import PRUNE_BATCH
+from .statistics import Analyzed
 from .waits import LockBusy
 
 __all__ = ["PRUNE_BATCH", "LockBusy", "NewJob", "Partition", "Store"]
@@ -340,6 +342,12 @@ class Store:
         """Delete up to ``idle_queues.IDLE_BATCH`` rows of task queues no job names; how many."""
         with self._waits():
             return idle_queues.forget_idle_task_queues(self.using)
+
+    def analyze_unanalyzed(self, *, skip: Collection[str] = ()) -> Analyzed:
+        """Analyze watchdog's tables the database has no statistics of, once they hold ten
+        pages, but those in ``skip`` (``statistics``)."""
+        with self._waits():
+            return statistics.analyze_unanalyzed(self.using, skip=skip)
 
     # reads
 

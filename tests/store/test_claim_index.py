@@ -23,6 +23,7 @@ from django_watchdog.domain.values import ClaimResult, Decision
 from django_watchdog.models import Job, Queue
 from django_watchdog.store import claims, feed
 from django_watchdog.store.dialects import dialect, postgres
+from django_watchdog.store.statistics import Analyzed
 from django_watchdog.store.store import Store
 
 pytestmark = pytest.mark.django_db
@@ -684,3 +685,88 @@ def test_a_claim_of_32_joins_its_jobs_to_their_queues_in_one_pass_on_any_statist
             sql, params = claims.claim_statement("default", partition, token="t", limit=32)
             assert _pairs_compared(sql, params) < 32 * queues * 2, table
             transaction.set_rollback(True)
+
+
+def _queue_rows_scanned() -> int:
+    """Rows of the queue table this transaction has read by scanning it whole (PostgreSQL)."""
+    ((read,),) = dialect("default").fetch(
+        "SELECT pg_stat_get_xact_tuples_returned('watchdog_queue'::regclass)"
+    )
+    return int(read)
+
+
+def _grown_never_analyzed(history: int = 60_000) -> int:
+    """Job and queue tables never analyzed, grown: 2,000 queues (the backlog's 400 created
+    last, so a scan of the table meets them last), ``history`` settled jobs, 800 queued
+    (one ready per queue of the backlog). Generic plans, as a worker's are after five runs.
+    The number of queues."""
+    _never_analyzed()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    queues = 2_000
+    idle = [Queue(name=f"idle-{index}") for index in range(queues - 400)]
+    Queue.objects.bulk_create(idle + [Queue(name=f"q{index}") for index in range(400)])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO watchdog_job (job_id, queue, lane, priority, state, outcome, position,"
+            " feed_position, attempts, recovery_count, ready, delayed, enqueued_at, settled_at)"
+            " SELECT 'done-' || n, 'q' || (n %% 400), 'mail', 0, 'settled', 'completed', n, n,"
+            " 1, 0, FALSE, FALSE, now(), now() FROM generate_series(1, %s) AS n",
+            [history],
+        )
+    _queue_a_backlog(800, 400, after=history)
+    return queues
+
+
+@pytest.mark.postgres_only
+@pytest.mark.parametrize("lanes", [(), ("mail",), ("mail", "sms")])
+def test_a_claim_of_one_probes_its_queues_once_tables_never_analyzed_are(
+    lanes: tuple[str, ...],
+) -> None:
+    # Tables never analyzed (a new install's until autovacuum looks; every install's where
+    # it is off): the planner guesses the queue table at a tenth of its rows, from their
+    # declared widths. A default worker's claim then read the queue table whole and
+    # compared each job it walked with every queue (here 1,601 queue rows read a claim,
+    # over every lane and over one), or read every ready job, compared each with every
+    # queue and sorted them (seen in a worker's plan: 50 ms a claim, its drain 60 times
+    # slower). No form of the statement held on every kind of statistics; the worker's
+    # housekeeping analyzes such tables.
+    queues = _grown_never_analyzed()
+    store = Store()
+    assert store.analyze_unanalyzed().analyzed == ("watchdog_job", "watchdog_queue")
+    _plans_made_long_ago()
+    partition = claims.Partition(lanes=lanes)
+    for n in range(3):
+        entries, scanned = _job_index_entries_read(), _queue_rows_scanned()
+        assert store.claim(partition, worker_id="w", token=f"t{n}").status == "claimed"
+        read = (_job_index_entries_read() - entries, _queue_rows_scanned() - scanned)
+        assert sum(read) < queues / 10, read
+
+
+@pytest.mark.postgres_only
+def test_tables_without_statistics_are_analyzed_once_they_hold_ten_pages() -> None:
+    _never_analyzed()
+    store = Store()
+    Queue.objects.create(name="q0")
+    _queue_a_backlog(10, 1, after=0)
+    small = store.analyze_unanalyzed()
+    assert (small.analyzed, small.waiting) == ((), ("watchdog_job", "watchdog_queue"))
+    _grown_never_analyzed(history=2_000)
+    assert store.analyze_unanalyzed().analyzed == ("watchdog_job", "watchdog_queue")
+    assert store.analyze_unanalyzed() == Analyzed()  # both have statistics now
+    ((without,),) = dialect("default").fetch(
+        "SELECT count(*) FROM pg_class WHERE reltuples < 0"
+        " AND oid IN ('watchdog_job'::regclass, 'watchdog_queue'::regclass)"
+    )
+    assert without == 0
+
+
+@pytest.mark.postgres_only
+def test_a_role_that_may_not_analyze_the_tables_is_told_so() -> None:
+    _grown_never_analyzed(history=2_000)
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE ROLE watchdog_not_owner")
+        cursor.execute("GRANT SELECT ON watchdog_job, watchdog_queue TO watchdog_not_owner")
+        cursor.execute("SET LOCAL ROLE watchdog_not_owner")
+    found = Store().analyze_unanalyzed(skip=("watchdog_queue",))
+    assert (found.analyzed, found.refused) == ((), ("watchdog_job",))

@@ -10,8 +10,11 @@ from django.db import OperationalError
 from django_watchdog import OutcomeUnknown
 from django_watchdog.domain.states import Outcome
 from django_watchdog.domain.values import ClaimResult, ReconcileResult, SettleResult
+from django_watchdog.engine.housekeeping import Housekeeping
 from django_watchdog.engine.ports import EngineStore
 from django_watchdog.engine.worker import WatchdogWorker, WorkerOptions
+
+from .test_housekeeping import FakeHousekeepingStore
 
 
 class FakeClock:
@@ -174,12 +177,14 @@ def make_worker(store, handlers, *, lane_options=None, **options):
     options.setdefault("heartbeat_interval", 1.0)
     options.setdefault("worker_timeout", 3.0)
     options.setdefault("shutdown_grace", 0.1)
+    clock = FakeClock()
     worker = WatchdogWorker(
         WorkerOptions(worker_id="w1", **options),
         handlers=handlers,
         lane_options=lane_options,
         store=store,
-        clock=FakeClock(),
+        clock=clock,
+        housekeeping=Housekeeping(FakeHousekeepingStore(), clock),  # no database either
     )
     worker.start(threads=False)
     return worker

@@ -6,9 +6,15 @@ from datetime import timedelta
 
 from django.test import override_settings
 
-from django_watchdog.engine.housekeeping import PRUNE_BATCHES_PER_PASS, PRUNE_INTERVAL, Housekeeping
+from django_watchdog.engine.housekeeping import (
+    PRUNE_BATCHES_PER_PASS,
+    PRUNE_INTERVAL,
+    STATISTICS_INTERVAL,
+    Housekeeping,
+)
 from django_watchdog.engine.ports import HousekeepingStore
 from django_watchdog.engine.schedules import Schedule
+from django_watchdog.store.statistics import Analyzed
 from django_watchdog.store.worker_store import LockBusy, WorkerStore
 
 from .test_schedules import T0, FakeClock
@@ -17,11 +23,15 @@ DAY = timedelta(days=1)
 
 
 class FakeHousekeepingStore(HousekeepingStore):
-    """Records each call; ``busy`` makes the next prune find a lock held elsewhere."""
+    """Records each call; ``busy`` makes the next prune find a lock held elsewhere;
+    ``looks`` are what each look for tables without statistics finds, in turn (then
+    nothing)."""
 
     def __init__(self):
         self.calls = []
         self.busy = False
+        self.looks = []
+        self.looked = []  # each look's ``skip``
 
     def fire_schedule(self, name, *, now, due, new_job):
         ticks = due(now - timedelta(minutes=1))
@@ -39,6 +49,10 @@ class FakeHousekeepingStore(HousekeepingStore):
         self.calls.append(("forget_idle_task_queues",))
         return 1
 
+    def analyze_unanalyzed(self, *, skip=()):
+        self.looked.append(tuple(sorted(skip)))
+        return self.looks.pop(0) if self.looks else Analyzed()
+
 
 def test_the_worker_store_has_every_method_of_the_housekeeping_protocol():
     names = [
@@ -46,7 +60,12 @@ def test_the_worker_store_has_every_method_of_the_housekeeping_protocol():
         for name, value in vars(HousekeepingStore).items()
         if inspect.isfunction(value) and not name.startswith("_")
     ]
-    assert sorted(names) == ["fire_schedule", "forget_idle_task_queues", "prune"]
+    assert sorted(names) == [
+        "analyze_unanalyzed",
+        "fire_schedule",
+        "forget_idle_task_queues",
+        "prune",
+    ]
     for name in names:
         wanted = inspect.signature(getattr(HousekeepingStore, name))
         given = inspect.signature(getattr(WorkerStore, name))
@@ -85,3 +104,40 @@ def test_due_schedules_are_fired_through_the_store():
     schedule = Schedule.parse("report", cron="* * * * *")
     Housekeeping(store, clock, schedules={"report": schedule}).run_due()
     assert store.calls == [("fire_schedule", "report", [schedule.job_id(T0)])]
+
+
+def test_tables_without_statistics_are_looked_for_until_none_waits(caplog):
+    store, clock = FakeHousekeepingStore(), FakeClock()
+    store.looks = [
+        Analyzed(waiting=("watchdog_job", "watchdog_queue")),
+        Analyzed(analyzed=("watchdog_job",), waiting=("watchdog_queue",)),
+        Analyzed(analyzed=("watchdog_queue",)),
+    ]
+    housekeeping = Housekeeping(store, clock)
+    housekeeping.run_due()
+    housekeeping.run_due()
+    assert len(store.looked) == 1  # not again before the interval
+    for _ in range(4):
+        clock.advance(STATISTICS_INTERVAL)
+        housekeeping.run_due()
+    assert len(store.looked) == 3  # none waits after the third: no more looks
+    analyzed = [r.getMessage() for r in caplog.records if "tables_analyzed" in r.getMessage()]
+    assert len(analyzed) == 2
+    assert "tables=watchdog_job " in analyzed[0] and "autovacuum" in analyzed[0]
+
+
+def test_a_table_this_role_may_not_analyze_is_said_once_and_skipped(caplog):
+    store, clock = FakeHousekeepingStore(), FakeClock()
+    store.looks = [
+        Analyzed(refused=("watchdog_job",), waiting=("watchdog_queue",)),
+        Analyzed(analyzed=("watchdog_queue",)),
+    ]
+    housekeeping = Housekeeping(store, clock)
+    housekeeping.run_due()
+    clock.advance(STATISTICS_INTERVAL)
+    housekeeping.run_due()
+    clock.advance(STATISTICS_INTERVAL)
+    housekeeping.run_due()
+    assert store.looked == [(), ("watchdog_job",)]
+    refused = [r.getMessage() for r in caplog.records if "analyze_refused" in r.getMessage()]
+    assert len(refused) == 1 and "tables=watchdog_job " in refused[0]

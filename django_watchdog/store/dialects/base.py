@@ -406,6 +406,17 @@ class Dialect:
         names, judged while each row is locked; how many."""
         raise NotImplementedError
 
+    def unanalyzed_tables(self) -> list[tuple[str, bool]]:
+        """Watchdog's tables the database holds no statistics of, each with whether it has
+        grown enough to be worth analyzing. None where the database keeps its own (InnoDB's
+        persistent statistics) or plans without them (SQLite)."""
+        return []
+
+    def analyze(self, table: str) -> bool:
+        """Gather ``table``'s statistics (one of ``unanalyzed_tables``); whether it has them
+        now (not where the connection's role may not analyze it)."""
+        raise NotImplementedError
+
     def configure_session(self, values: Sequence[tuple[str, str]]) -> None:
         """Set these (parameter, value) pairs for this connection's session, if the
         database has such settings (a worker's own connections: ``store.sessions``)."""

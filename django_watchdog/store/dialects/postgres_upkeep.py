@@ -67,6 +67,22 @@ DELETE FROM watchdog_queue q
  WHERE q.name = ANY(%(names)s::text[]) AND {common.names_no_job(is_set, is_unset)}
 """
 
+#: Watchdog's tables the server has never analyzed (``reltuples`` is -1 until a vacuum or an
+#: analyze), each with whether it holds ten pages: below that the planner assumes ten pages
+#: of any table it knows nothing of, above it the rows it guesses from their declared
+#: widths (a tenth of the queues there are, say) and no more.
+UNANALYZED = """
+SELECT c.relname::text, pg_relation_size(c.oid) >= 10 * current_setting('block_size')::bigint
+  FROM pg_class c
+ WHERE c.oid IN ('watchdog_job'::regclass, 'watchdog_queue'::regclass) AND c.reltuples < 0
+ ORDER BY c.relname
+"""
+#: Each table's ``ANALYZE``, by name (an identifier, so no parameter).
+ANALYZE = {table: f"ANALYZE {table}" for table in ("watchdog_job", "watchdog_queue")}
+#: Whether ``%(table)s`` has statistics now (an ``ANALYZE`` by a role that does not own it
+#: warns and skips it).
+ANALYZED = "SELECT reltuples >= 0 FROM pg_class WHERE oid = %(table)s::regclass"
+
 
 class PostgresUpkeep(Dialect):
     """PostgreSQL's delayed jobs, feed positions and idle queues (a part of ``PostgresDialect``)."""
@@ -93,3 +109,12 @@ class PostgresUpkeep(Dialect):
         if not locked:
             return 0
         return self.execute(DELETE_LOCKED_IDLE_QUEUES, {"names": locked})
+
+    def unanalyzed_tables(self) -> list[tuple[str, bool]]:
+        return [(str(table), bool(grown)) for table, grown in self.fetch(UNANALYZED)]
+
+    def analyze(self, table: str) -> bool:
+        with self.connection.cursor() as cursor:  # a utility statement: never prepared
+            cursor.execute(ANALYZE[table])
+        ((analyzed,),) = self.fetch(ANALYZED, {"table": table})
+        return bool(analyzed)
