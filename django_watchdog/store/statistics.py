@@ -1,9 +1,9 @@
 """Statistics for watchdog's tables where the database has none (PostgreSQL).
 
 PostgreSQL plans from the statistics autovacuum gathers. A table it has never analyzed (a
-new install's until autovacuum's first look, every install's where autovacuum is off) has
-none, not even how many rows fill a page, and the planner guesses its rows from their
-declared widths: about a tenth of the queues there are. On such guesses the default
+new install's until autovacuum's first look, every install's where autovacuum is off), or
+last saw empty, has none of how many rows fill a page, and the planner guesses its rows
+from their declared widths: about a tenth of the queues there are. On such guesses the default
 worker's claim compared each job it walked with every queue, or every ready job with every
 queue (50 to 70 ms a claim after a few drains of 4,000 jobs), whatever form the statement
 took. So the worker's housekeeping analyzes such a table once it holds ten pages (below

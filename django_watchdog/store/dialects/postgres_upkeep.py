@@ -67,21 +67,22 @@ DELETE FROM watchdog_queue q
  WHERE q.name = ANY(%(names)s::text[]) AND {common.names_no_job(is_set, is_unset)}
 """
 
-#: Watchdog's tables the server has never analyzed (``reltuples`` is -1 until a vacuum or an
-#: analyze), each with whether it holds ten pages: below that the planner assumes ten pages
-#: of any table it knows nothing of, above it the rows it guesses from their declared
-#: widths (a tenth of the queues there are, say) and no more.
+#: Watchdog's tables whose rows' density the server does not know (``relpages`` is 0 until
+#: a vacuum or an analyze finds the table holding rows: never analyzed, or last seen
+#: empty), each with whether it holds ten pages: below that the planner assumes ten pages
+#: of such a table, above it the rows it guesses from their declared widths (a tenth of
+#: the queues there are, say) and no more.
 UNANALYZED = """
 SELECT c.relname::text, pg_relation_size(c.oid) >= 10 * current_setting('block_size')::bigint
   FROM pg_class c
- WHERE c.oid IN ('watchdog_job'::regclass, 'watchdog_queue'::regclass) AND c.reltuples < 0
+ WHERE c.oid IN ('watchdog_job'::regclass, 'watchdog_queue'::regclass) AND c.relpages = 0
  ORDER BY c.relname
 """
 #: Each table's ``ANALYZE``, by name (an identifier, so no parameter).
 ANALYZE = {table: f"ANALYZE {table}" for table in ("watchdog_job", "watchdog_queue")}
-#: Whether ``%(table)s`` has statistics now (an ``ANALYZE`` by a role that does not own it
-#: warns and skips it).
-ANALYZED = "SELECT reltuples >= 0 FROM pg_class WHERE oid = %(table)s::regclass"
+#: Whether the server knows ``%(table)s``'s density now (an ``ANALYZE`` by a role that does
+#: not own it warns and skips it).
+ANALYZED = "SELECT relpages > 0 FROM pg_class WHERE oid = %(table)s::regclass"
 
 
 class PostgresUpkeep(Dialect):
