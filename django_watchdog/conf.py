@@ -43,7 +43,7 @@ DEFAULTS: dict[str, Any] = {
     # TRANSACTION_POOLER (then workers poll every POLL_INTERVAL).
     "LISTEN_DATABASE": None,
     # PostgreSQL: seconds a worker's own transaction (recovery, due jobs, settles,
-    # heartbeats, schedules, retention) waits for a lock another transaction holds; past
+    # heartbeats, schedules, retention, statistics) waits for a lock another transaction holds; past
     # it that step is skipped and tried again on a later pass (SET LOCAL lock_timeout).
     "LOCK_TIMEOUT": 2.0,
     # PostgreSQL, set on each worker connection (None leaves the server's value): the server

@@ -145,7 +145,7 @@ class EngineStore(Protocol):
 
 
 class HousekeepingStore(Protocol):
-    """The store verbs the worker's housekeeping (schedules, retention) calls.
+    """The store verbs the worker's housekeeping (schedules, retention, statistics) calls.
 
     Each waits for a lock at most ``WATCHDOG['LOCK_TIMEOUT']`` and then raises
     ``LockBusy``, nothing changed.

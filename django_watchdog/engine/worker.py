@@ -68,7 +68,7 @@ class WatchdogWorker:
     ) -> None:
         """``handlers`` and ``lane_options`` map a lane to its handler and its defaults
         (retry, timeout); lanes the options do not serve are dropped. ``housekeeping``
-        (schedules, retention) defaults to retention only."""
+        (schedules, retention, statistics) defaults to no schedules."""
         self.options = options
         self.worker_id = options.worker_id
         self.clock: Clock = clock or SystemClock()
